@@ -2,20 +2,18 @@
 // in the same run: the load generator straight to the stub engine, and Go's
 // httputil.ReverseProxy in front of the same stub. The stub replays a
 // vLLM-format chat response (and an SSE stream whose events carry their
-// send time, for per-event added latency).
+// send time, for per-event added latency). The stub, each proxy and the load
+// generator run in separate processes (see roles.go).
 //
-//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-events 32]
+//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-events 32] [-targets direct,hone-capture]
 package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"sort"
@@ -25,50 +23,165 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hone-rl/hone/capture"
-	"github.com/hone-rl/hone/proxy"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
 var (
-	duration = flag.Duration("duration", 3*time.Second, "length of each measurement")
-	rates    = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
-	events   = flag.Int("events", 32, "SSE events per streamed response")
-	workers  = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
-	sessions = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
+	duration    = flag.Duration("duration", 3*time.Second, "length of each measurement")
+	rates       = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
+	events      = flag.Int("events", 32, "SSE events per streamed response")
+	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
+	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
+	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture", "targets to measure, in order (direct first: added latency is against it)")
+	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
+	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
+	role        = flag.String("role", "", "internal: run as the stub, httputil, hone or hone-capture process")
+	upstreamURL = flag.String("upstream", "", "internal: the stub's URL for a proxy role")
 )
+
+var targetNames = map[string]string{
+	"direct": "direct", "relay": "TCP relay (floor)", "fasthttp": "bare fasthttp proxy", "httputil": "httputil", "hone": "hone capture off", "hone-capture": "hone capture on",
+}
 
 func main() {
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	stub := startStub()
-	targets := []target{{"direct", stub}, {"httputil", startHTTPUtil(stub)}}
-	off, closeOff := startHone(stub, false)
-	on, closeOn := startHone(stub, true)
-	defer closeOff()
-	defer closeOn()
-	targets = append(targets, target{"hone capture off", off}, target{"hone capture on", on})
-
-	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s\n\n", time.Now().UTC().Format(time.RFC3339),
+	if *role != "" {
+		runRole(*role, *upstreamURL)
+		return
+	}
+	stub := spawn("stub", "-events", strconv.Itoa(*events))
+	defer stub.stop()
+	var targets []target
+	for _, name := range strings.Split(*targetsFlag, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := targetNames[name]; !ok {
+			fmt.Fprintf(os.Stderr, "unknown target %q\n", name)
+			os.Exit(2)
+		}
+		c := stub
+		if name != "direct" {
+			c = spawn(name, "-upstream", stub.url)
+			defer c.stop()
+		}
+		targets = append(targets, target{targetNames[name], c.url, c.cmd.Process.Pid})
+	}
+	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s  separate processes\n", time.Now().UTC().Format(time.RFC3339),
 		runtimeProcs(), *duration)
-	fmt.Println("## non-streaming chat: latency at fixed rates (open loop)")
-	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | errors |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, r := range parseRates(*rates) {
-		for _, t := range targets {
-			res := openLoop(t.url, r, *duration)
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %d |\n", t.name, r, res.rate, res.p(50), res.p(99), res.errors)
+	if has(*sections, "open") {
+		reportOpen(targets)
+	}
+	if has(*sections, "closed") {
+		reportClosed(targets)
+	}
+	if has(*sections, "stream") {
+		reportStream(targets)
+	}
+}
+
+func has(list, s string) bool {
+	for _, p := range strings.Split(list, ",") {
+		if strings.TrimSpace(p) == s {
+			return true
 		}
 	}
-	fmt.Println("\n## non-streaming chat: maximum throughput (closed loop)")
-	fmt.Println("| target | workers | req/s | p50 us | p99 us | errors |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, t := range targets {
-		res := closedLoop(t.url, *workers, *duration)
-		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %d |\n", t.name, *workers, res.rate, res.p(50), res.p(99), res.errors)
+	return false
+}
+
+// target is one process under load; for the proxies, pid is the proxy's
+// process (CPU per request), for direct it is the stub's.
+type target struct {
+	name, url string
+	pid       int
+}
+
+// openStats is one target's open-loop figures at one rate over -count runs.
+type openStats struct {
+	rate, p50, p99, p999, sched99, cpu []float64
+	errors                             int
+}
+
+func (o *openStats) add(res result, cpu float64) {
+	o.rate = append(o.rate, res.rate)
+	o.p50 = append(o.p50, res.p(50))
+	o.p99 = append(o.p99, res.p(99))
+	o.p999 = append(o.p999, res.p(99.9))
+	o.sched99 = append(o.sched99, res.pSched(99))
+	o.cpu = append(o.cpu, cpu)
+	o.errors += res.errors
+}
+
+// median of v (runs are few; the median ignores one disturbed run).
+func median(v []float64) float64 { return pct(append([]float64(nil), v...), 50) }
+
+func reportOpen(targets []target) {
+	fmt.Println("\n## non-streaming chat: latency at fixed rates (open loop)")
+	fmt.Printf("Medians over %d runs (targets interleaved). Latency from the request's send; \"p99 sched\" from its\n", *count)
+	fmt.Println("scheduled time (includes the load generator's timer lag). CPU: the measured process's user+system time per")
+	fmt.Println("request (for direct: the stub's).")
+	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	var added []string
+	for _, r := range parseRates(*rates) {
+		stats := make([]openStats, len(targets))
+		addP50 := make([][]float64, len(targets))
+		addP99 := make([][]float64, len(targets))
+		for run := 0; run < *count; run++ {
+			var base result
+			for i, t := range targets {
+				cpu0 := procCPU(t.pid)
+				res := openLoop(t.url, r, *duration)
+				stats[i].add(res, (procCPU(t.pid)-cpu0).Seconds()*1e6/float64(len(res.lat)+res.errors))
+				if i == 0 {
+					base = res
+					continue
+				}
+				addP50[i] = append(addP50[i], res.p(50)-base.p(50))
+				addP99[i] = append(addP99[i], res.p(99)-base.p(99))
+			}
+		}
+		for i, t := range targets {
+			st := &stats[i]
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %d |\n", t.name, r, median(st.rate), median(st.p50),
+				median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), st.errors)
+			if i > 0 {
+				added = append(added, fmt.Sprintf("| %s | %d | %+.0f | %+.0f | %s | %s |", t.name, r, median(addP50[i]),
+					median(addP99[i]), spread(addP50[i]), spread(addP99[i])))
+			}
+		}
 	}
+	if len(added) > 0 {
+		fmt.Printf("\nAdded latency against %s, median of the per-run differences, and every run's figure:\n", targets[0].name)
+		fmt.Println("| target | rate req/s | added p50 us | added p99 us | p50 runs | p99 runs |")
+		fmt.Println("|---|---|---|---|---|---|")
+		for _, a := range added {
+			fmt.Println(a)
+		}
+	}
+}
+
+func spread(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%+.0f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
+func reportClosed(targets []target) {
+	fmt.Println("\n## non-streaming chat: maximum throughput (closed loop)")
+	fmt.Println("| target | workers | req/s | p50 us | p99 us | CPU us/req | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, t := range targets {
+		cpu0 := procCPU(t.pid)
+		res := closedLoop(t.url, *workers, *duration)
+		cpu := (procCPU(t.pid) - cpu0).Seconds() * 1e6 / float64(len(res.lat)+res.errors)
+		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.1f | %d |\n", t.name, *workers, res.rate, res.p(50), res.p(99), cpu, res.errors)
+	}
+}
+
+func reportStream(targets []target) {
 	fmt.Println("\n## streaming chat: per-event latency (engine send → client receive)")
 	fmt.Println("| target | streams | events | p50 us | p99 us | events per write |")
 	fmt.Println("|---|---|---|---|---|---|")
@@ -77,8 +190,6 @@ func main() {
 		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %.2f |\n", t.name, res.streams, len(res.lat), res.p(50), res.p(99), res.perWrite)
 	}
 }
-
-type target struct{ name, url string }
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
 
@@ -92,90 +203,11 @@ func parseRates(s string) []int {
 	return out
 }
 
-// ---- stub engine ----
-
-const chatBody = `{"id":"chatcmpl-bench","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[{"token":"Hello","logprob":-0.011,"bytes":[72,101,108,108,111],"top_logprobs":[]},{"token":"!","logprob":-0.022,"bytes":[33],"top_logprobs":[]},{"token":" How","logprob":-0.033,"bytes":[32,72,111,119],"top_logprobs":[]},{"token":" can","logprob":-0.044,"bytes":[32,99,97,110],"top_logprobs":[]},{"token":" I","logprob":-0.055,"bytes":[32,73],"top_logprobs":[]},{"token":" help","logprob":-0.066,"bytes":[32,104,101,108,112],"top_logprobs":[]},{"token":"?","logprob":-0.077,"bytes":[63],"top_logprobs":[]}]},"finish_reason":"stop","stop_reason":null,"token_ids":[2000,2007,2014,2021,2028,2035,2042]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":10,"total_tokens":17,"completion_tokens":7,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198],"kv_transfer_params":null}`
-
-func startStub() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		switch string(ctx.Path()) {
-		case "/health":
-			return
-		case "/v1/models":
-			ctx.SetBodyString(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"}]}`)
-			return
-		}
-		if !gjson.GetBytes(ctx.PostBody(), "stream").Bool() {
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(chatBody)
-			return
-		}
-		ctx.SetContentType("text/event-stream")
-		n := *events
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-			for i := 0; i < n; i++ {
-				fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]}`+"\n\n", nowNanos())
-				if w.Flush() != nil {
-					return
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[],"usage":{"prompt_tokens":10,"total_tokens":42,"completion_tokens":32}}`+"\n\ndata: [DONE]\n\n", nowNanos())
-			w.Flush()
-		})
-	}}
-	go srv.Serve(ln) //nolint:errcheck
-	return "http://" + ln.Addr().String()
-}
-
-var epoch = time.Now()
-
-func nowNanos() int64 { return int64(time.Since(epoch)) }
-
-func startHTTPUtil(upstream string) string {
-	u, _ := url.Parse(upstream)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
-	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	go http.Serve(ln, rp) //nolint:errcheck
-	return "http://" + ln.Addr().String()
-}
-
-func startHone(upstream string, captureOn bool) (string, func()) {
-	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: upstream}}
-	var rec proxy.Recorder
-	var store *capture.Store
-	if captureOn {
-		dir, err := os.MkdirTemp("", "hone-bench-")
-		must(err)
-		store, err = capture.Open(dir, capture.DefaultOptions(), prometheus.NewRegistry())
-		must(err)
-		rec = store
-	}
-	s, err := proxy.New(o, rec, prometheus.NewRegistry(), nil)
-	must(err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	go s.Serve(ln) //nolint:errcheck
-	return "http://" + ln.Addr().String(), func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		if store != nil {
-			_ = store.Close()
-		}
-	}
-}
-
 // ---- load generation ----
 
 type result struct {
-	lat      []float64 // microseconds
+	lat      []float64 // microseconds, from the send
+	sched    []float64 // microseconds, from the scheduled send time (open loop)
 	rate     float64
 	errors   int
 	streams  int
@@ -186,8 +218,17 @@ func (r *result) p(q float64) float64 {
 	if len(r.lat) == 0 {
 		return 0
 	}
-	sort.Float64s(r.lat)
-	return r.lat[int(float64(len(r.lat)-1)*q/100)]
+	return pct(r.lat, q)
+}
+
+func (r *result) pSched(q float64) float64 { return pct(r.sched, q) }
+
+func pct(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[int(float64(len(v)-1)*q/100)]
 }
 
 var sessionSeq atomic.Uint64
@@ -218,10 +259,12 @@ func doOnce(c *fasthttp.Client, base string) (time.Duration, error) {
 	return d, err
 }
 
-// openLoop sends at a fixed rate regardless of responses (no coordinated
-// omission): a fixed pool of clients takes scheduled send times from a
-// queue, and latency is measured from each request's scheduled time, so a
-// saturated target shows up as growing latency, not as a lower rate.
+// openLoop sends at a fixed rate regardless of responses: a fixed pool of
+// clients takes scheduled send times from a queue. Latency is kept twice:
+// from the actual send (what the target added, free of the load generator's
+// timer lag, which is up to a millisecond in Go for sub-millisecond sleeps)
+// and from the scheduled time (no coordinated omission: a saturated target
+// shows up there as growing latency, not as a lower rate).
 func openLoop(base string, rate int, d time.Duration) result {
 	c := newClient()
 	var mu sync.Mutex
@@ -238,13 +281,14 @@ func openLoop(base string, rate int, d time.Duration) result {
 				if wait := time.Until(at); wait > 0 {
 					time.Sleep(wait)
 				}
-				_, err := doOnce(c, base)
-				lat := time.Since(at)
+				lat, err := doOnce(c, base)
+				sched := time.Since(at)
 				mu.Lock()
 				if err != nil {
 					res.errors++
 				} else {
 					res.lat = append(res.lat, float64(lat.Microseconds()))
+					res.sched = append(res.sched, float64(sched.Microseconds()))
 				}
 				mu.Unlock()
 			}
@@ -361,7 +405,7 @@ func oneStream(base string) ([]float64, int, int, error) {
 		if _, err := ioReadFull(br, buf); err != nil {
 			return nil, 0, 0, err
 		}
-		now := nowNanos()
+		now := nowMicros()
 		chunks++
 		for _, ev := range strings.Split(string(buf[:n]), "\n\n") {
 			if !strings.HasPrefix(ev, "data: ") {
@@ -369,7 +413,7 @@ func oneStream(base string) ([]float64, int, int, error) {
 			}
 			evs++
 			if sent := gjson.Get(ev[6:], "created").Int(); sent > 0 {
-				lat = append(lat, float64(now-sent)/1e3)
+				lat = append(lat, float64(now-sent))
 			}
 		}
 	}

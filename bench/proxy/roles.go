@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// Every server of the benchmark runs in its own process, as it would in a
+// deployment (agent, hone and engine are separate programs): the parent
+// re-executes its own binary with -role, reads the listen URL from the
+// child's first stdout line, and stops it with SIGTERM at the end. So one
+// server's garbage collector or scheduler never pauses another's, nor the
+// load generator's clock.
+
+// child is a server process started by spawn.
+type child struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// spawn starts this binary in role, passing args, and waits for its URL.
+func spawn(role string, args ...string) *child {
+	cmd := exec.Command(os.Args[0], append([]string{"-role", role}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	must(err)
+	must(cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		panic(fmt.Sprintf("role %s: no URL: %v", role, err))
+	}
+	return &child{cmd: cmd, url: strings.TrimSpace(line)}
+}
+
+// stop asks the child to shut down and waits for it.
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+	}
+}
+
+// runRole serves role until SIGTERM.
+func runRole(role string, upstream string) {
+	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_PROCS")); err == nil && n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	stopProfile := startProfiles()
+	var shutdown func()
+	switch role {
+	case "stub":
+		srv := &fasthttp.Server{Handler: stubHandler}
+		go srv.Serve(ln) //nolint:errcheck
+		shutdown = func() { _ = srv.Shutdown() }
+	case "httputil":
+		shutdown = serveHTTPUtil(ln, upstream)
+	case "relay":
+		shutdown = serveRelay(ln, upstream)
+	case "fasthttp":
+		shutdown = serveFastHTTP(ln, upstream)
+	case "hone":
+		shutdown = serveHone(ln, upstream, false)
+	case "hone-capture":
+		shutdown = serveHone(ln, upstream, true)
+	default:
+		panic("unknown role " + role)
+	}
+	fmt.Println("http://" + ln.Addr().String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	shutdown()
+	stopProfile()
+}
+
+// startProfiles writes a CPU profile and an execution trace of this process
+// when HONE_BENCH_CPUPROFILE / HONE_BENCH_TRACE name files (role-specific:
+// the role is appended to the name).
+func startProfiles() func() {
+	var stops []func()
+	if p := os.Getenv("HONE_BENCH_CPUPROFILE"); p != "" {
+		f, err := os.Create(p + "." + *role)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if p := os.Getenv("HONE_BENCH_TRACE"); p != "" {
+		f, err := os.Create(p + "." + *role)
+		must(err)
+		must(trace.Start(f))
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+// ---- stub engine ----
+
+const chatBody = `{"id":"chatcmpl-bench","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[{"token":"Hello","logprob":-0.011,"bytes":[72,101,108,108,111],"top_logprobs":[]},{"token":"!","logprob":-0.022,"bytes":[33],"top_logprobs":[]},{"token":" How","logprob":-0.033,"bytes":[32,72,111,119],"top_logprobs":[]},{"token":" can","logprob":-0.044,"bytes":[32,99,97,110],"top_logprobs":[]},{"token":" I","logprob":-0.055,"bytes":[32,73],"top_logprobs":[]},{"token":" help","logprob":-0.066,"bytes":[32,104,101,108,112],"top_logprobs":[]},{"token":"?","logprob":-0.077,"bytes":[63],"top_logprobs":[]}]},"finish_reason":"stop","stop_reason":null,"token_ids":[2000,2007,2014,2021,2028,2035,2042]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":10,"total_tokens":17,"completion_tokens":7,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198],"kv_transfer_params":null}`
+
+// stubHandler replays a vLLM chat response, or an SSE stream of -events
+// chunks 2 ms apart whose "created" field is the send time (unix µs).
+func stubHandler(ctx *fasthttp.RequestCtx) {
+	switch string(ctx.Path()) {
+	case "/health":
+		return
+	case "/v1/models":
+		ctx.SetBodyString(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"}]}`)
+		return
+	}
+	if !gjson.GetBytes(ctx.PostBody(), "stream").Bool() {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(chatBody)
+		return
+	}
+	ctx.SetContentType("text/event-stream")
+	n := *events
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]}`+"\n\n", nowMicros())
+			if w.Flush() != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[],"usage":{"prompt_tokens":10,"total_tokens":42,"completion_tokens":32}}`+"\n\ndata: [DONE]\n\n", nowMicros())
+		w.Flush()
+	})
+}
+
+// nowMicros is the wall clock in µs, shared by all processes on the machine.
+func nowMicros() int64 { return time.Now().UnixMicro() }
+
+// ---- proxies ----
+
+func serveHTTPUtil(ln net.Listener, upstream string) func() {
+	u, _ := url.Parse(upstream)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(ln) //nolint:errcheck
+	return func() { _ = srv.Close() }
+}
+
+// serveRelay is the floor of any proxy: a TCP relay that copies bytes both
+// ways between each client connection and its own upstream connection, with
+// no HTTP parsing at all. What it adds is the cost of one more hop.
+func serveRelay(ln net.Listener, upstream string) func() {
+	u, _ := url.Parse(upstream)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.Close() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return func() { _ = ln.Close() }
+}
+
+// serveFastHTTP is a bare fasthttp reverse proxy (server + HostClient.Do, no
+// body processing): the floor of the libraries hone is built on.
+func serveFastHTTP(ln net.Listener, upstream string) func() {
+	u, _ := url.Parse(upstream)
+	hc := &fasthttp.HostClient{Addr: u.Host, MaxConns: 1024}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if err := hc.Do(&ctx.Request, &ctx.Response); err != nil {
+			ctx.Error(err.Error(), fasthttp.StatusBadGateway)
+		}
+	}}
+	go srv.Serve(ln) //nolint:errcheck
+	return func() { _ = srv.Shutdown() }
+}
+
+// serveHone runs hone's data plane with the defaults `hone serve` uses; with
+// captureOn the real Badger store records every call.
+func serveHone(ln net.Listener, upstream string, captureOn bool) func() {
+	o := proxy.DefaultOptions()
+	o.Upstream.Engines = []proxy.EngineOptions{{URL: upstream}}
+	var rec proxy.Recorder
+	var store *capture.Store
+	dir := ""
+	if captureOn {
+		var err error
+		dir, err = os.MkdirTemp("", "hone-bench-")
+		must(err)
+		store, err = capture.Open(dir, capture.DefaultOptions(), prometheus.NewRegistry())
+		must(err)
+		rec = store
+	}
+	s, err := proxy.New(o, rec, prometheus.NewRegistry(), nil)
+	must(err)
+	go s.Serve(ln) //nolint:errcheck
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		if store != nil {
+			_ = store.Close()
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
