@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// encodedQueue bounds encoded calls waiting for the writer.
-const encodedQueue = 256
+// encodedQueue bounds encoded batches waiting for the writer.
+const encodedQueue = 4
 
 // ErrClosed is returned by operations on a closed store.
 var ErrClosed = errors.New("capture store closed")
@@ -46,7 +46,7 @@ type Store struct {
 	mu      sync.RWMutex // guards closed against sends on q
 	closed  bool
 	q       chan item // the bounded hot-path queue
-	encoded chan item // q after encoding, to the writer
+	encoded chan []item // batches of q after encoding, to the writer
 
 	w       *writerState // owned by the writer goroutine
 	done    chan struct{}
@@ -85,9 +85,9 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 		return nil, fmt.Errorf("open capture store %s (is another hone using it?): %w", dir, err)
 	}
 	s := &Store{db: db, opts: opts, log: slog.Default().With("component", "capture"),
-		q: make(chan item, opts.Queue.Size), encoded: make(chan item, encodedQueue), done: make(chan struct{}),
+		q: make(chan item, opts.Queue.Size), encoded: make(chan []item, encodedQueue), done: make(chan struct{}),
 		stopJan: make(chan struct{}), janDone: make(chan struct{})}
-	s.m, err = newMetrics(reg, func() float64 { return float64(len(s.q) + len(s.encoded)) })
+	s.m, err = newMetrics(reg, func() float64 { return float64(len(s.q)) })
 	if err == nil {
 		err = s.initCaches()
 	}

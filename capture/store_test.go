@@ -370,7 +370,10 @@ func storedCalls(t *testing.T, s *Store) int {
 
 // queueBound is how many calls the queues hold while the writer is busy:
 // the hot-path queue, the encoded queue and the one the encoder holds.
-func queueBound(o Options) int { return o.Queue.Size + encodedQueue + 1 }
+// queueBound is how many calls the pipeline holds while the writer is
+// blocked: the queue, the encoded batches and the batch in the encoder's
+// hands (each at most what the queue held plus the item that started it).
+func queueBound(o Options) int { return o.Queue.Size + (encodedQueue+1)*(o.Queue.Size+1) }
 
 func TestQueueFullDrops(t *testing.T) {
 	o := testOptions()

@@ -118,54 +118,70 @@ func readUint(read func([]byte) ([]byte, error), k []byte) (uint64, error) {
 	return beUint64(b), nil
 }
 
-// runEncoder encodes queued calls ahead of the writer (the record's sequence
-// number is patched in later), passing operations through in order.
+// runEncoder takes queued items in batches and encodes their calls ahead of
+// the writer (a record's sequence number is patched in later), passing
+// operations through in order. After the first call of a batch it waits
+// Queue.BatchDelay for more, unless a full batch is already queued: at a
+// steady trickle of calls the encoder and the writer then wake once per
+// batch, not once per call, which on two cores is most of what capture
+// costs the proxy.
 func (s *Store) runEncoder() {
 	defer close(s.encoded)
 	size := 0
-	for it := range s.q {
-		if it.call != nil {
-			it.enc = encodeCall(make([]byte, 0, size+size/4), it.call)
-			size = len(it.enc)
+	for {
+		it, ok := <-s.q
+		if !ok {
+			return
 		}
-		s.encoded <- it
+		if it.call != nil && len(s.q) < s.opts.Queue.BatchSize-1 {
+			time.Sleep(s.opts.Queue.BatchDelay)
+		}
+		batch, open := drain(s.q, append(make([]item, 0, 16), it), s.opts.Queue.BatchSize)
+		for i := range batch {
+			if c := batch[i].call; c != nil {
+				batch[i].enc = encodeCall(make([]byte, 0, size+size/4), c)
+				size = len(batch[i].enc)
+			}
+		}
+		s.encoded <- batch
+		if !open {
+			return
+		}
 	}
 }
 
-// runWriter batches calls by count and delay and runs queued operations in
-// order with them.
+// drain appends to batch what q holds now, up to max items; open is false
+// once q is closed.
+func drain(q chan item, batch []item, max int) ([]item, bool) {
+	for len(batch) < max {
+		select {
+		case it, ok := <-q:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, it)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// runWriter stores the encoder's batches: calls are written together, and a
+// queued operation runs after the calls queued before it.
 func (s *Store) runWriter() {
 	defer close(s.done)
-	batch := make([]item, 0, s.opts.Queue.BatchSize)
-	for {
-		it, ok := <-s.encoded
-		if !ok {
-			_ = s.syncWrites()
-			return
+	calls := make([]item, 0, s.opts.Queue.BatchSize)
+	for batch := range s.encoded {
+		for _, it := range batch {
+			calls = s.take(calls, it)
 		}
-		batch = s.take(batch, it)
-		timer := time.NewTimer(s.opts.Queue.BatchDelay)
-	collect:
-		for len(batch) < s.opts.Queue.BatchSize {
-			select {
-			case it, ok := <-s.encoded:
-				if !ok {
-					timer.Stop()
-					s.flushCalls(batch)
-					_ = s.syncWrites()
-					return
-				}
-				batch = s.take(batch, it)
-			case <-timer.C:
-				break collect
-			}
-		}
-		timer.Stop()
-		batch = s.flushCalls(batch)
+		calls = s.flushCalls(calls)
 		if len(s.encoded) == 0 && len(s.q) == 0 {
 			_ = s.syncWrites()
 		}
 	}
+	_ = s.syncWrites()
 }
 
 // take adds a call to the batch, or writes the batch and runs an operation.

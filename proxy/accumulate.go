@@ -98,14 +98,21 @@ func (a *accumulator) note(v gjson.Result, kind uint8) {
 	a.injected = append(a.injected, injected{v.Index, v.Index + len(v.Raw), kind})
 }
 
-// addChoice folds one choice (or a stream delta of one) in.
+// addChoice folds one choice (or a stream delta of one) in, in one walk
+// over its keys (a Get per field would rescan the logprobs each time).
 func (a *accumulator) addChoice(c gjson.Result, delta bool) {
-	var ids, lp, msg gjson.Result
-	text := ""
+	var ids, lp, msg, prompt gjson.Result
+	text, finish, index := "", gjson.Result{}, 0
 	c.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
+		case "index":
+			index = int(v.Int())
+		case "finish_reason":
+			finish = v
 		case "token_ids":
 			ids = v
+		case "prompt_token_ids":
+			prompt = v
 		case "logprobs":
 			lp = v
 		case "message", "delta":
@@ -115,13 +122,13 @@ func (a *accumulator) addChoice(c gjson.Result, delta bool) {
 		}
 		return true
 	})
-	ch := a.choice(int(c.Get("index").Int()))
-	if f := c.Get("finish_reason"); f.Type == gjson.String {
-		ch.FinishReason = f.String()
+	ch := a.choice(index)
+	if finish.Type == gjson.String {
+		ch.FinishReason = finish.Str
 	}
-	if p := c.Get("prompt_token_ids"); p.IsArray() {
-		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], p)
-		a.note(p, injTokenIDs)
+	if prompt.IsArray() {
+		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt)
+		a.note(prompt, injTokenIDs)
 	}
 	if ids.IsArray() {
 		ch.TokenIDs = appendIDs(ch.TokenIDs, ids)
@@ -178,14 +185,16 @@ func (a *accumulator) addMessage(ch *capture.Choice, m gjson.Result, delta bool)
 func (a *accumulator) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool) {
 	if a.route == capture.RouteChat {
 		lp.Get("content").ForEach(func(_, t gjson.Result) bool {
+			if !withTokens { // "logprob" comes second: no need to walk bytes and top_logprobs
+				ch.Logprobs = append(ch.Logprobs, float32(t.Get("logprob").Float()))
+				return true
+			}
 			t.ForEach(func(k, v gjson.Result) bool {
 				switch k.Str {
 				case "logprob":
 					ch.Logprobs = append(ch.Logprobs, float32(v.Float()))
 				case "token":
-					if withTokens {
-						a.tokenFromString(ch, v.Str)
-					}
+					a.tokenFromString(ch, v.Str)
 				}
 				return true
 			})
