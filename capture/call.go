@@ -48,6 +48,7 @@ type Admission struct {
 type Verdict struct {
 	Session string // session id to use and to return in X-Hone-Session
 	Capture bool   // whether the call is captured (rewrite + Record)
+	New     bool   // Session was made for this call: nothing stored can have it
 }
 
 // ToolCall is one tool call of a choice, aggregated over stream deltas.
@@ -110,4 +111,7 @@ type Call struct {
 	Usage     Usage    `json:"usage"`
 
 	Hone HoneHeaders `json:"hone"`
+
+	// NewSession is Verdict.New: the writer skips looking the session up.
+	NewSession bool `json:"-"`
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"strconv"
 	"sync"
 
@@ -80,6 +81,15 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 		WithNumVersionsToKeep(1).
 		WithValueThreshold(1 << 10).
 		WithDetectConflicts(false) // one writer goroutine
+	if os.Getenv("HONE_X_COMP") == "none" {
+		bo = bo.WithCompression(options.None)
+	}
+	if os.Getenv("HONE_X_COMP") == "snappy" {
+		bo = bo.WithCompression(options.Snappy)
+	}
+	if n, err := strconv.Atoi(os.Getenv("HONE_X_MEMTABLE")); err == nil {
+		bo = bo.WithMemTableSize(int64(n) << 20)
+	}
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("open capture store %s (is another hone using it?): %w", dir, err)
@@ -147,6 +157,7 @@ func (s *Store) DB() *badger.DB { return s.db }
 func (s *Store) Admit(a *Admission) Verdict {
 	sid := a.Hone.Session
 	var selKey uint64
+	isNew := false
 	if sid != "" {
 		selKey = xxhash.Sum64String(sid)
 		if _, err := ParseID(sid); err != nil {
@@ -154,7 +165,7 @@ func (s *Store) Admit(a *Admission) Verdict {
 			sid = "x-" + strconv.FormatUint(selKey, 16)
 		}
 	} else {
-		sid, selKey = s.inferSession(a)
+		sid, selKey, isNew = s.inferSession(a)
 	}
 	selected, known := s.live.Get(sid)
 	if !known {
@@ -170,30 +181,30 @@ func (s *Store) Admit(a *Admission) Verdict {
 	if !selected {
 		s.countSkipped(a)
 	}
-	return Verdict{Session: sid, Capture: selected}
+	return Verdict{Session: sid, Capture: selected, New: isNew}
 }
 
 // inferSession finds the open session whose last call (messages + reply)
-// the request's messages extend; otherwise it makes a new id. The selection
-// key of an inferred session is the hash of its opening messages, so every
-// turn of a conversation gets the same decision.
-func (s *Store) inferSession(a *Admission) (string, uint64) {
+// the request's messages extend; otherwise it makes a new id (isNew). The
+// selection key of an inferred session is the hash of its opening messages,
+// so every turn of a conversation gets the same decision.
+func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 	if !s.opts.Session.Infer || a.Route != RouteChat {
 		id := uuid.NewString()
-		return id, xxhash.Sum64String(id)
+		return id, xxhash.Sum64String(id), true
 	}
 	hs, opening, ok := prefixHashes(a.Body)
 	if !ok {
 		id := uuid.NewString()
-		return id, xxhash.Sum64String(id)
+		return id, xxhash.Sum64String(id), true
 	}
 	s.pending.Add(a.CallID, hs[len(hs)-1])
 	for i := len(hs) - 1; i >= 0; i-- {
 		if id, ok := s.infer.Get(hs[i]); ok {
-			return id, opening
+			return id, opening, false
 		}
 	}
-	return uuid.NewString(), opening
+	return uuid.NewString(), opening, true
 }
 
 // decide applies X-Hone-Train, the selection rules and the sample rate.

@@ -270,7 +270,10 @@ func TestInferredSessionWithoutHeaders(t *testing.T) {
 		} else if verdict.Session != sid {
 			t.Fatalf("turn %d got session %s, want %s", i, verdict.Session, sid)
 		}
-		c.Session = verdict.Session
+		if verdict.New != (i == 0) {
+			t.Fatalf("turn %d: New %v (only the opening call makes a session)", i, verdict.New)
+		}
+		c.Session, c.NewSession = verdict.Session, verdict.New
 		s.Record(c)
 	}
 	// Another conversation with a different opening is a new session.

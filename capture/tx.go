@@ -56,6 +56,18 @@ func txnReader(txn *badger.Txn) func([]byte) ([]byte, error) {
 	}
 }
 
+// sessionOf returns the record of c's session, or nil when unknown. A
+// session made for c (Call.NewSession) is not looked up in the store.
+func (t *tx) sessionOf(c *Call) (*Session, error) {
+	if c.NewSession {
+		if rec, ok := t.touched[c.Session]; ok {
+			return rec, nil
+		}
+		return nil, nil
+	}
+	return t.session(c.Session)
+}
+
 // session returns the session record, or nil when unknown.
 func (t *tx) session(id string) (*Session, error) {
 	if rec, ok := t.touched[id]; ok {

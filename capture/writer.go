@@ -294,7 +294,7 @@ func checkCall(c *Call) error {
 // putCall assigns the call its sequence number, updates its session and
 // writes the call with its indexes. It returns the encoded size.
 func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
-	rec, err := t.session(c.Session)
+	rec, err := t.sessionOf(c)
 	if err != nil {
 		return 0, err
 	}
@@ -303,7 +303,9 @@ func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
 		if err := t.setState(rec, StateOpen); err != nil {
 			return 0, err
 		}
-		t.reconcile(rec)
+		if !c.NewSession {
+			t.reconcile(rec)
+		}
 	}
 	if err := s.noteCall(t, rec, c); err != nil {
 		return 0, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
@@ -48,16 +49,22 @@ func (a *accumulator) choice(i int) *capture.Choice {
 	return &a.choices[i]
 }
 
-// addChunk folds one stream chunk (the JSON of a data event) in.
-func (a *accumulator) addChunk(data []byte) { a.add(data, true) }
+// addChunk folds one stream chunk (the JSON of a data event) in; data may be
+// reused after the call.
+func (a *accumulator) addChunk(data []byte) { a.add(string(data), true) }
 
-// addBody folds a whole non-stream response in.
-func (a *accumulator) addBody(body []byte) { a.add(body, false) }
+// addBody folds a whole non-stream response in. The strings kept point into
+// body, which must not change afterwards (it is the record's own copy).
+func (a *accumulator) addBody(body []byte) {
+	if len(body) > 0 {
+		a.add(unsafe.String(&body[0], len(body)), false)
+	}
+}
 
-func (a *accumulator) add(body []byte, delta bool) {
+func (a *accumulator) add(body string, delta bool) {
 	a.injected = a.injected[:0]
 	nChoices, hasUsage := 0, false
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	gjson.Parse(body).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "id":
 			if a.id == "" {

@@ -94,7 +94,7 @@ func (c *call) record(end time.Time) *capture.Call {
 		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: c.acc.id,
 		Start: c.start, End: end, Latency: end.Sub(c.start), Status: c.status, HTTPStatus: c.httpStatus,
 		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, PromptIDs: c.acc.promptIDs,
-		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh,
+		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh, NewSession: c.verdict.New,
 	}
 	if c.eng != nil {
 		rec.Engine = c.eng.url

@@ -237,19 +237,19 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		c.failEarly(ctx, e)
 		return
 	}
-	out := buf.B
+	s.m.bytesIn.Add(float64(len(buf.B)))
 	if c.httpStatus >= 400 {
-		c.status, c.errMsg = capture.StatusUpstreamError, gjson.GetBytes(out, "error.message").String()
-	} else if c.verdict.Capture {
-		c.acc.addBody(out)
-		out = strip(out, c.acc.injected, c.asked)
+		c.status, c.errMsg = capture.StatusUpstreamError, gjson.GetBytes(buf.B, "error.message").String()
 	}
 	if c.verdict.Capture {
-		c.respBody = append([]byte(nil), buf.B...)
+		c.respBody = append([]byte(nil), buf.B...) // the record's own copy; the walk's strings point into it
 	}
-	ctx.SetBody(out)
-	s.m.bytesIn.Add(float64(len(buf.B)))
-	s.m.bytesOut.Add(float64(len(out)))
+	if c.httpStatus < 400 && c.verdict.Capture {
+		c.acc.addBody(c.respBody)
+		buf.B, _ = stripInto(buf.B[:0], c.respBody, c.acc.injected, c.asked)
+	}
+	buf.B = ctx.Response.SwapBody(buf.B) // hand the bytes over instead of copying them
+	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))
 	c.done()
 }
 

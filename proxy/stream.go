@@ -91,12 +91,11 @@ func (b *streamBody) process(ev []byte) []byte {
 	if !c.asked.usage && c.acc.usageOnly {
 		return nil
 	}
-	stripped := strip(data, c.acc.injected, c.asked)
-	if len(stripped) == len(data) && (len(data) == 0 || &stripped[0] == &data[0]) {
+	out, changed := stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
+	b.out = out
+	if !changed {
 		return ev
 	}
-	b.out = append(b.out[:0], "data: "...)
-	b.out = append(b.out, stripped...)
 	b.out = append(b.out, "\n\n"...)
 	return b.out
 }

@@ -34,6 +34,7 @@ var (
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
 	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture", "targets to measure, in order (direct first: added latency is against it)")
+	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
 	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
 	role        = flag.String("role", "", "internal: run as the stub, httputil, hone or hone-capture process")
@@ -206,8 +207,9 @@ func parseRates(s string) []int {
 // ---- load generation ----
 
 type result struct {
-	lat      []float64 // microseconds, from the send
-	sched    []float64 // microseconds, from the scheduled send time (open loop)
+	lat      []float64   // microseconds, from the send
+	sched    []float64   // microseconds, from the scheduled send time (open loop)
+	at       []time.Time // scheduled send times, for -dump
 	rate     float64
 	errors   int
 	streams  int
@@ -287,6 +289,7 @@ func openLoop(base string, rate int, d time.Duration) result {
 				if err != nil {
 					res.errors++
 				} else {
+					res.at = append(res.at, at)
 					res.lat = append(res.lat, float64(lat.Microseconds()))
 					res.sched = append(res.sched, float64(sched.Microseconds()))
 				}
@@ -301,7 +304,26 @@ func openLoop(base string, rate int, d time.Duration) result {
 	close(sched)
 	wg.Wait()
 	res.rate = float64(len(res.lat)) / time.Since(start).Seconds()
+	dumpSeries(base, rate, start, &res)
 	return res
+}
+
+// dumpSeries appends "url rate offset_ms latency_us" lines to the -dump
+// file, to see when in a run the slow requests happened.
+func dumpSeries(base string, rate int, start time.Time, res *result) {
+	if *dump == "" {
+		return
+	}
+	f, err := os.OpenFile(*dump, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	for i, at := range res.at {
+		fmt.Fprintf(w, "%s %d %.3f %.0f\n", base, rate, float64(at.Sub(start).Microseconds())/1e3, res.lat[i])
+	}
+	w.Flush()
 }
 
 func closedLoop(base string, workers int, d time.Duration) result {

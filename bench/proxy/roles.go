@@ -101,9 +101,10 @@ func runRole(role string, upstream string) {
 	stopProfile()
 }
 
-// startProfiles writes a CPU profile and an execution trace of this process
-// when HONE_BENCH_CPUPROFILE / HONE_BENCH_TRACE name files (role-specific:
-// the role is appended to the name).
+// startProfiles writes a CPU profile, an allocation profile and an
+// execution trace of this process when HONE_BENCH_CPUPROFILE,
+// HONE_BENCH_MEMPROFILE and HONE_BENCH_TRACE name files (the role is
+// appended to the name).
 func startProfiles() func() {
 	var stops []func()
 	if p := os.Getenv("HONE_BENCH_CPUPROFILE"); p != "" {
@@ -111,6 +112,14 @@ func startProfiles() func() {
 		must(err)
 		must(pprof.StartCPUProfile(f))
 		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if p := os.Getenv("HONE_BENCH_MEMPROFILE"); p != "" {
+		stops = append(stops, func() {
+			f, err := os.Create(p + "." + *role)
+			must(err)
+			must(pprof.Lookup("allocs").WriteTo(f, 0))
+			f.Close()
+		})
 	}
 	if p := os.Getenv("HONE_BENCH_TRACE"); p != "" {
 		f, err := os.Create(p + "." + *role)
