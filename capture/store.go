@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"strconv"
 	"sync"
 
@@ -81,15 +80,6 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 		WithNumVersionsToKeep(1).
 		WithValueThreshold(1 << 10).
 		WithDetectConflicts(false) // one writer goroutine
-	if os.Getenv("HONE_X_COMP") == "none" {
-		bo = bo.WithCompression(options.None)
-	}
-	if os.Getenv("HONE_X_COMP") == "snappy" {
-		bo = bo.WithCompression(options.Snappy)
-	}
-	if n, err := strconv.Atoi(os.Getenv("HONE_X_MEMTABLE")); err == nil {
-		bo = bo.WithMemTableSize(int64(n) << 20)
-	}
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("open capture store %s (is another hone using it?): %w", dir, err)
