@@ -8,11 +8,13 @@
 //
 // The proxy calls Admit before going upstream (session id and whether the
 // call is captured; no disk I/O) and Record after the response (a
-// non-blocking enqueue). An encoder goroutine encodes queued calls and one
-// writer goroutine batches them into Badger write batches (up to
-// Queue.BatchSize calls or Queue.BatchDelay) that commit asynchronously
-// while the next batch is prepared; besides Queue.Size calls, 256 encoded
-// calls can wait for the writer. Control
+// non-blocking enqueue). An encoder goroutine takes queued calls in batches
+// (up to Queue.BatchSize calls, gathered for Queue.BatchDelay after the
+// first, so at a steady trickle it wakes once per batch rather than once per
+// call) and encodes them; one writer goroutine writes each batch into a
+// Badger write batch that commits asynchronously while the next batch is
+// prepared. Besides Queue.Size calls, 4 encoded batches can wait for the
+// writer. Control
 // plane operations (feedback, commit, ack, janitor passes) run on the same
 // goroutine after everything queued before them, in Badger transactions that
 // are synced before they return, so a feedback for a call the agent has just

@@ -20,7 +20,7 @@ type QueueOptions struct {
 	Size       int           `yaml:"queue_size"`     // bounded queue length (default 65536)
 	OnFull     string        `yaml:"on_full"`        // drop (default) or block
 	BatchSize  int           `yaml:"batch_size"`     // max calls per write batch (default 512)
-	BatchDelay time.Duration `yaml:"batch_delay"`    // max wait before a partial batch is written (default 2ms)
+	BatchDelay time.Duration `yaml:"batch_delay"`    // max wait before a partial batch is written (default 10ms)
 	CacheSize  int           `yaml:"sessions_cache"` // live sessions kept in memory (default 100000)
 }
 
@@ -62,7 +62,7 @@ type RetentionOptions struct {
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
 	return Options{
-		Queue:     QueueOptions{Size: 65536, OnFull: "drop", BatchSize: 512, BatchDelay: 2 * time.Millisecond, CacheSize: 100000},
+		Queue:     QueueOptions{Size: 65536, OnFull: "drop", BatchSize: 512, BatchDelay: 10 * time.Millisecond, CacheSize: 100000},
 		Session:   SessionOptions{IdleTimeout: 10 * time.Minute, Infer: true, InferCache: 100000},
 		Selection: SelectionOptions{SampleRate: 1},
 		Reward:    RewardOptions{Combine: "last", Deadline: time.Hour},

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -70,6 +71,9 @@ func (c *child) stop() {
 func runRole(role string, upstream string) {
 	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_PROCS")); err == nil && n > 0 {
 		runtime.GOMAXPROCS(n)
+	}
+	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_HONE_GOGC")); err == nil && strings.HasPrefix(role, "hone") {
+		debug.SetGCPercent(n)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
@@ -235,7 +239,11 @@ func serveHone(ln net.Listener, upstream string, captureOn bool) func() {
 		var err error
 		dir, err = os.MkdirTemp("", "hone-bench-")
 		must(err)
-		store, err = capture.Open(dir, capture.DefaultOptions(), prometheus.NewRegistry())
+		co := capture.DefaultOptions()
+		if d, err := time.ParseDuration(os.Getenv("HONE_BENCH_BATCH_DELAY")); err == nil {
+			co.Queue.BatchDelay = d
+		}
+		store, err = capture.Open(dir, co, prometheus.NewRegistry())
 		must(err)
 		rec = store
 	}
