@@ -33,7 +33,7 @@ func FuzzRewrite(f *testing.F) {
 		if chat {
 			route = capture.RouteChat
 		}
-		a, model := inspect(body, route)
+		a, model := inspect(gjson.ParseBytes(body), route)
 		out, err := rewriteRequest(body, route, a, model, "auto", "target-model", true)
 		if err != nil {
 			return // sjson refuses some odd-but-valid documents; hone answers 400

@@ -16,10 +16,10 @@ type asked struct {
 	tokensAsIDs bool // return_tokens_as_token_ids
 }
 
-// inspect reads, in one walk over the top-level keys, the model and what
-// the client asked for itself.
-func inspect(body []byte, route string) (a asked, model string) {
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+// inspect reads, in one walk over the top-level keys of a request, the model
+// and what the client asked for itself.
+func inspect(doc gjson.Result, route string) (a asked, model string) {
+	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
 			model = v.String()

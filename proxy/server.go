@@ -159,7 +159,12 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 	c := &call{s: s, route: route, start: time.Now(), status: capture.StatusOK, acc: accumulator{route: route}}
 	body := ctx.PostBody()
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !gjson.ValidBytes(body) {
+		s.fail(ctx, route, errBadJSON)
+		return
+	}
+	doc := gjson.ParseBytes(body) // one copy; the strings read from it (the model) outlive the request buffer
+	if !doc.IsObject() {
 		s.fail(ctx, route, errBadJSON)
 		return
 	}
@@ -169,7 +174,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 		return
 	}
 	c.hh = hh
-	c.asked, c.model = inspect(body, route)
+	c.asked, c.model = inspect(doc, route)
 	c.target = c.model
 	if p, ok := s.aliases.Lookup(c.model); ok {
 		c.policy, c.isAlias, c.target = p, true, p.Target

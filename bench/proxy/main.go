@@ -100,6 +100,7 @@ type target struct {
 // openStats is one target's open-loop figures at one rate over -count runs.
 type openStats struct {
 	rate, p50, p99, p999, sched99, cpu []float64
+	loadCPU                            []float64 // the load generator's CPU per request
 	errors                             int
 }
 
@@ -121,8 +122,8 @@ func reportOpen(targets []target) {
 	fmt.Printf("Medians over %d runs (targets interleaved). Latency from the request's send; \"p99 sched\" from its\n", *count)
 	fmt.Println("scheduled time (includes the load generator's timer lag). CPU: the measured process's user+system time per")
 	fmt.Println("request (for direct: the stub's).")
-	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | errors |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | load gen CPU us/req | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	var added []string
 	for _, r := range parseRates(*rates) {
 		stats := make([]openStats, len(targets))
@@ -131,9 +132,11 @@ func reportOpen(targets []target) {
 		for run := 0; run < *count; run++ {
 			var base result
 			for i, t := range targets {
-				cpu0 := procCPU(t.pid)
+				cpu0, self0 := procCPU(t.pid), procCPU(os.Getpid())
 				res := openLoop(t.url, r, *duration)
-				stats[i].add(res, (procCPU(t.pid)-cpu0).Seconds()*1e6/float64(len(res.lat)+res.errors))
+				n := float64(len(res.lat) + res.errors)
+				stats[i].add(res, (procCPU(t.pid)-cpu0).Seconds()*1e6/n)
+				stats[i].loadCPU = append(stats[i].loadCPU, (procCPU(os.Getpid())-self0).Seconds()*1e6/n)
 				if i == 0 {
 					base = res
 					continue
@@ -144,8 +147,8 @@ func reportOpen(targets []target) {
 		}
 		for i, t := range targets {
 			st := &stats[i]
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %d |\n", t.name, r, median(st.rate), median(st.p50),
-				median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), st.errors)
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %d |\n", t.name, r, median(st.rate),
+				median(st.p50), median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), median(st.loadCPU), st.errors)
 			if i > 0 {
 				added = append(added, fmt.Sprintf("| %s | %d | %+.0f | %+.0f | %s | %s |", t.name, r, median(addP50[i]),
 					median(addP99[i]), spread(addP50[i]), spread(addP99[i])))
