@@ -43,7 +43,11 @@ type child struct {
 
 // spawn starts this binary in role, passing args, and waits for its URL.
 func spawn(role string, args ...string) *child {
-	cmd := exec.Command(os.Args[0], append([]string{"-role", role}, args...)...)
+	argv := append([]string{os.Args[0], "-role", role}, args...)
+	if cpus := os.Getenv("HONE_BENCH_PROXY_CPUS"); cpus != "" && role != "stub" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...) // the proxy on its own cores
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	must(err)
