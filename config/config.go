@@ -36,6 +36,7 @@ type Config struct {
 	Embedded engine.Options  `yaml:"engine_embedded"`
 	Capture  capture.Options `yaml:",inline"` // capture:, session:, selection:, reward:, retention:
 	Trainer  trainer.Options `yaml:"trainer"`
+	Runtime  RuntimeOptions  `yaml:"runtime"`
 }
 
 // LogOptions configure log/slog.
@@ -54,6 +55,7 @@ func Default() Config {
 		Engine:   p.Upstream,
 		Embedded: engine.DefaultOptions(),
 		Capture:  capture.DefaultOptions(),
+		Runtime:  DefaultRuntime(),
 		Trainer:  trainer.DefaultOptions(),
 	}
 }
@@ -130,6 +132,9 @@ func (c *Config) Finish() error {
 		return fmt.Errorf("log.format: %q is not text or json", c.Log.Format)
 	}
 	if err := c.Proxy.Validate(); err != nil {
+		return err
+	}
+	if err := c.Runtime.validate(); err != nil {
 		return err
 	}
 	if c.Trainer.Enabled {

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/capture"
@@ -21,5 +24,30 @@ func BenchmarkAccumulateBody(b *testing.B) {
 		a := accumulator{route: capture.RouteChat}
 		a.addBody(body)
 		_ = strip(body, a.injected, asked{})
+	}
+}
+
+// bigBody is a vLLM chat response of n tokens with logprobs and token ids.
+func bigBody(n int) []byte {
+	var lp, ids []string
+	for i := 0; i < n; i++ {
+		lp = append(lp, fmt.Sprintf(`{"token":"tok%d","logprob":-0.%04d,"bytes":[116,111,107],"top_logprobs":[]}`, i, i))
+		ids = append(ids, strconv.Itoa(1000+i))
+	}
+	return []byte(`{"id":"chatcmpl-big","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("tok ", n) + `","refusal":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[` + strings.Join(lp, ",") +
+		`]},"finish_reason":"length","stop_reason":null,"token_ids":[` + strings.Join(ids, ",") + `]}],"usage":{"prompt_tokens":10,"total_tokens":` +
+		strconv.Itoa(10+n) + `,"completion_tokens":` + strconv.Itoa(n) + `},"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]}`)
+}
+
+func BenchmarkAccumulateBody512(b *testing.B) {
+	body := bigBody(512)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var out []byte
+	for b.Loop() {
+		a := accumulator{route: capture.RouteChat}
+		a.addBody(body)
+		out, _ = stripInto(out[:0], body, a.injected, asked{})
 	}
 }

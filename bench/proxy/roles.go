@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
@@ -76,8 +77,12 @@ func runRole(role string, upstream string) {
 	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_PROCS")); err == nil && n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
-	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_HONE_GOGC")); err == nil && strings.HasPrefix(role, "hone") {
-		debug.SetGCPercent(n)
+	if strings.HasPrefix(role, "hone") {
+		_, _, err := config.DefaultRuntime().Apply(os.Getenv) // as hone serve does
+		must(err)
+		if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_HONE_GOGC")); err == nil {
+			debug.SetGCPercent(n)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)

@@ -46,6 +46,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	log := newLogger(c.Log)
 	slog.SetDefault(log)
+	gcPercent, memLimit, err := c.Runtime.Apply(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log.Debug("go runtime", "gc_percent", gcPercent, "memory_limit_bytes", memLimit)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
