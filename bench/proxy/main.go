@@ -37,6 +37,7 @@ var (
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
 	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
+	inprocess   = flag.Bool("inprocess", false, "run the stub and the proxies in the load generator's process (CPU columns then count the whole process)")
 	role        = flag.String("role", "", "internal: run as the stub, httputil, hone or hone-capture process")
 	upstreamURL = flag.String("upstream", "", "internal: the stub's URL for a proxy role")
 )
@@ -66,10 +67,14 @@ func main() {
 			c = spawn(name, "-upstream", stub.url)
 			defer c.stop()
 		}
-		targets = append(targets, target{targetNames[name], c.url, c.cmd.Process.Pid})
+		targets = append(targets, target{targetNames[name], c.url, c.pid()})
 	}
-	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s  separate processes\n", time.Now().UTC().Format(time.RFC3339),
-		runtimeProcs(), *duration)
+	layout := "separate processes"
+	if *inprocess {
+		layout = "one process"
+	}
+	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s  %s\n", time.Now().UTC().Format(time.RFC3339),
+		runtimeProcs(), *duration, layout)
 	if has(*sections, "open") {
 		reportOpen(targets)
 	}

@@ -38,12 +38,29 @@ import (
 
 // child is a server process started by spawn.
 type child struct {
-	cmd *exec.Cmd
-	url string
+	cmd    *exec.Cmd
+	url    string
+	stopFn func() // in-process servers
 }
 
-// spawn starts this binary in role, passing args, and waits for its URL.
+// pid is the child's process id (this process's for in-process servers).
+func (c *child) pid() int {
+	if c.cmd == nil {
+		return os.Getpid()
+	}
+	return c.cmd.Process.Pid
+}
+
+// spawn starts this binary in role, passing args, and waits for its URL
+// (with -inprocess: starts role here).
 func spawn(role string, args ...string) *child {
+	if *inprocess {
+		upstream := ""
+		if len(args) == 2 && args[0] == "-upstream" {
+			upstream = args[1]
+		}
+		return local(role, upstream)
+	}
 	argv := append([]string{os.Args[0], "-role", role}, args...)
 	if cpus := os.Getenv("HONE_BENCH_PROXY_CPUS"); cpus != "" && role != "stub" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...) // the proxy on its own cores
@@ -62,6 +79,10 @@ func spawn(role string, args ...string) *child {
 
 // stop asks the child to shut down and waits for it.
 func (c *child) stop() {
+	if c.cmd == nil {
+		c.stopFn()
+		return
+	}
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = c.cmd.Wait(); close(done) }()
@@ -87,7 +108,17 @@ func runRole(role string, upstream string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
 	stopProfile := startProfiles()
-	var shutdown func()
+	shutdown := serveRole(role, ln, upstream)
+	fmt.Println("http://" + ln.Addr().String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	shutdown()
+	stopProfile()
+}
+
+// serveRole starts role's server on ln and returns its shutdown.
+func serveRole(role string, ln net.Listener, upstream string) (shutdown func()) {
 	switch role {
 	case "stub":
 		srv := &fasthttp.Server{Handler: stubHandler}
@@ -106,12 +137,16 @@ func runRole(role string, upstream string) {
 	default:
 		panic("unknown role " + role)
 	}
-	fmt.Println("http://" + ln.Addr().String())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	<-sig
-	shutdown()
-	stopProfile()
+	return shutdown
+}
+
+// local starts role in this process (-inprocess): the layout of the first
+// measurements, where one Go runtime schedules load generator, stub and
+// proxy together.
+func local(role, upstream string) *child {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	return &child{url: "http://" + ln.Addr().String(), stopFn: serveRole(role, ln, upstream)}
 }
 
 // startProfiles writes a CPU profile, an allocation profile and an
