@@ -45,7 +45,7 @@ type Store struct {
 
 	mu      sync.RWMutex // guards closed against sends on q
 	closed  bool
-	q       chan item // the bounded hot-path queue
+	q       chan item   // the bounded hot-path queue
 	encoded chan []item // batches of q after encoding, to the writer
 
 	w       *writerState // owned by the writer goroutine
