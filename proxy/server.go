@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -175,6 +176,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 	}
 	c.hh = hh
 	c.asked, c.model = inspect(doc, route)
+	c.model = strings.Clone(c.model) // the session record keeps it: do not pin the whole request copy
 	c.target = c.model
 	if p, ok := s.aliases.Lookup(c.model); ok {
 		c.policy, c.isAlias, c.target = p, true, p.Target
