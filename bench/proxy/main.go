@@ -32,6 +32,7 @@ var (
 	rates       = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
 	events      = flag.Int("events", 32, "SSE events per streamed response")
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
+	openWorkers = flag.Int("open-workers", 256, "clients taking scheduled sends in the open-loop runs")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
 	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture", "targets to measure, in order (direct first: added latency is against it)")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
@@ -287,7 +288,7 @@ func openLoop(base string, rate int, d time.Duration) result {
 	n := int(d / interval)
 	sched := make(chan time.Time, n)
 	var wg sync.WaitGroup
-	for w := 0; w < 256; w++ {
+	for w := 0; w < *openWorkers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
