@@ -52,7 +52,7 @@
 //	m 0 cursor | m 0 acked              last assigned cursor, ack watermark
 //
 // Values above 1 KiB (call records) live in Badger's value log, keys and
-// small values in zstd-compressed tables; the janitor runs value-log GC.
+// small values in uncompressed tables (see Open); the janitor runs value-log GC.
 // The size cap (Retention.MaxBytes) is checked against Badger's size
 // estimate, which Badger refreshes about once a minute.
 //
