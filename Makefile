@@ -67,6 +67,7 @@ lint:
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzRewrite -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzSSE -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 30s ./proxy/
 
 demo: build
 	./$(BIN) demo $(ARGS)

@@ -60,6 +60,36 @@ func FuzzRewrite(f *testing.F) {
 	})
 }
 
+// FuzzResponse: a non-stream body walked in place and stripped into a
+// reused buffer stays valid JSON, and nothing changes when the client asked
+// for everything hone injects.
+func FuzzResponse(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":"hi"},"logprobs":{"content":[{"token":"hi","logprob":-1}]},"token_ids":[1]}],"prompt_token_ids":[2]}`), true)
+	f.Add([]byte(`{"choices":[{"index":0,"text":"x","logprobs":{"tokens":["token_id:5"],"token_logprobs":[-0.5]},"prompt_token_ids":[1,2]}]}`), false)
+	addFixtureSeeds(f, "upstream.json", func(b []byte) { f.Add(b, true) })
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		route := capture.RouteCompletions
+		if chat {
+			route = capture.RouteChat
+		}
+		own := append([]byte(nil), body...)
+		acc := accumulator{route: route}
+		acc.addBody(own)
+		buf := make([]byte, 0, 8)
+		out, _ := stripInto(buf, own, acc.injected, asked{})
+		if gjson.ValidBytes(body) && !gjson.ValidBytes(out) {
+			t.Fatalf("strip broke valid JSON %q -> %q", body, out)
+		}
+		all, changed := stripInto(out[:0], own, acc.injected, asked{logprobs: true, tokenIDs: true})
+		if changed || !bytes.Equal(all, body) {
+			t.Fatalf("nothing to strip, yet %q -> %q", body, all)
+		}
+		if !bytes.Equal(own, body) {
+			t.Fatal("the walk changed the body")
+		}
+	})
+}
+
 // FuzzSSE: the event reader never loses or invents bytes, and the
 // accumulator never panics on what it is fed.
 func FuzzSSE(f *testing.F) {
