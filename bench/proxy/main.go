@@ -68,7 +68,7 @@ func main() {
 			c = spawn(name, "-upstream", stub.url)
 			defer c.stop()
 		}
-		targets = append(targets, target{targetNames[name], c.url, c.pid()})
+		targets = append(targets, target{targetNames[name], c.url, c.metrics, c.pid()})
 	}
 	layout := "separate processes"
 	if *inprocess {
@@ -99,14 +99,15 @@ func has(list, s string) bool {
 // target is one process under load; for the proxies, pid is the proxy's
 // process (CPU per request), for direct it is the stub's.
 type target struct {
-	name, url string
-	pid       int
+	name, url, metrics string
+	pid                int
 }
 
 // openStats is one target's open-loop figures at one rate over -count runs.
 type openStats struct {
 	rate, p50, p99, p999, sched99, cpu []float64
 	loadCPU                            []float64 // the load generator's CPU per request
+	in50, in99                         []float64 // time inside hone (its own histogram)
 	errors                             int
 }
 
@@ -128,8 +129,10 @@ func reportOpen(targets []target) {
 	fmt.Printf("Medians over %d runs (targets interleaved). Latency from the request's send; \"p99 sched\" from its\n", *count)
 	fmt.Println("scheduled time (includes the load generator's timer lag). CPU: the measured process's user+system time per")
 	fmt.Println("request (for direct: the stub's).")
-	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | load gen CPU us/req | errors |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("\"inside hone\": hone's own hone_overhead_seconds histogram (request handling + response processing, not the")
+	fmt.Println("hops), interpolated within its buckets.")
+	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | load gen CPU us/req | inside hone p50 / p99 us | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var added []string
 	for _, r := range parseRates(*rates) {
 		stats := make([]openStats, len(targets))
@@ -138,8 +141,12 @@ func reportOpen(targets []target) {
 		for run := 0; run < *count; run++ {
 			var base result
 			for i, t := range targets {
-				cpu0, self0 := procCPU(t.pid), procCPU(os.Getpid())
+				cpu0, self0, in0 := procCPU(t.pid), procCPU(os.Getpid()), scrapeOverhead(t.metrics)
 				res := openLoop(t.url, r, *duration)
+				if in1 := scrapeOverhead(t.metrics); t.metrics != "" {
+					stats[i].in50 = append(stats[i].in50, in1.quantile(in0, 0.5))
+					stats[i].in99 = append(stats[i].in99, in1.quantile(in0, 0.99))
+				}
 				n := float64(len(res.lat) + res.errors)
 				stats[i].add(res, (procCPU(t.pid)-cpu0).Seconds()*1e6/n)
 				stats[i].loadCPU = append(stats[i].loadCPU, (procCPU(os.Getpid())-self0).Seconds()*1e6/n)
@@ -153,8 +160,12 @@ func reportOpen(targets []target) {
 		}
 		for i, t := range targets {
 			st := &stats[i]
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %d |\n", t.name, r, median(st.rate),
-				median(st.p50), median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), median(st.loadCPU), st.errors)
+			inside := "-"
+			if len(st.in50) > 0 {
+				inside = fmt.Sprintf("%.0f / %.0f", median(st.in50), median(st.in99))
+			}
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %s | %d |\n", t.name, r, median(st.rate),
+				median(st.p50), median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), median(st.loadCPU), inside, st.errors)
 			if i > 0 {
 				added = append(added, fmt.Sprintf("| %s | %d | %+.0f | %+.0f | %s | %s |", t.name, r, median(addP50[i]),
 					median(addP99[i]), spread(addP50[i]), spread(addP99[i])))

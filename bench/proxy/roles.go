@@ -25,6 +25,7 @@ import (
 	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/proxy"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -38,9 +39,10 @@ import (
 
 // child is a server process started by spawn.
 type child struct {
-	cmd    *exec.Cmd
-	url    string
-	stopFn func() // in-process servers
+	cmd     *exec.Cmd
+	url     string
+	metrics string // hone's Prometheus metrics, "" for other roles
+	stopFn  func() // in-process servers
 }
 
 // pid is the child's process id (this process's for in-process servers).
@@ -71,10 +73,15 @@ func spawn(role string, args ...string) *child {
 	must(err)
 	must(cmd.Start())
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
+	f := strings.Fields(line)
+	if err != nil || len(f) == 0 {
 		panic(fmt.Sprintf("role %s: no URL: %v", role, err))
 	}
-	return &child{cmd: cmd, url: strings.TrimSpace(line)}
+	c := &child{cmd: cmd, url: f[0]}
+	if len(f) > 1 {
+		c.metrics = f[1]
+	}
+	return c
 }
 
 // stop asks the child to shut down and waits for it.
@@ -108,8 +115,8 @@ func runRole(role string, upstream string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
 	stopProfile := startProfiles()
-	shutdown := serveRole(role, ln, upstream)
-	fmt.Println("http://" + ln.Addr().String())
+	shutdown, metrics := serveRole(role, ln, upstream)
+	fmt.Println("http://"+ln.Addr().String(), metrics)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	<-sig
@@ -117,8 +124,9 @@ func runRole(role string, upstream string) {
 	stopProfile()
 }
 
-// serveRole starts role's server on ln and returns its shutdown.
-func serveRole(role string, ln net.Listener, upstream string) (shutdown func()) {
+// serveRole starts role's server on ln and returns its shutdown and, for
+// hone, the URL of its Prometheus metrics.
+func serveRole(role string, ln net.Listener, upstream string) (shutdown func(), metrics string) {
 	switch role {
 	case "stub":
 		srv := &fasthttp.Server{Handler: stubHandler}
@@ -131,13 +139,13 @@ func serveRole(role string, ln net.Listener, upstream string) (shutdown func()) 
 	case "fasthttp":
 		shutdown = serveFastHTTP(ln, upstream)
 	case "hone":
-		shutdown = serveHone(ln, upstream, false)
+		shutdown, metrics = serveHone(ln, upstream, false)
 	case "hone-capture":
-		shutdown = serveHone(ln, upstream, true)
+		shutdown, metrics = serveHone(ln, upstream, true)
 	default:
 		panic("unknown role " + role)
 	}
-	return shutdown
+	return shutdown, metrics
 }
 
 // local starts role in this process (-inprocess): the layout of the first
@@ -146,7 +154,8 @@ func serveRole(role string, ln net.Listener, upstream string) (shutdown func()) 
 func local(role, upstream string) *child {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
-	return &child{url: "http://" + ln.Addr().String(), stopFn: serveRole(role, ln, upstream)}
+	stop, metrics := serveRole(role, ln, upstream)
+	return &child{url: "http://" + ln.Addr().String(), metrics: metrics, stopFn: stop}
 }
 
 // startProfiles writes a CPU profile, an allocation profile and an
@@ -273,7 +282,7 @@ func serveFastHTTP(ln net.Listener, upstream string) func() {
 
 // serveHone runs hone's data plane with the defaults `hone serve` uses; with
 // captureOn the real Badger store records every call.
-func serveHone(ln net.Listener, upstream string, captureOn bool) func() {
+func serveHone(ln net.Listener, upstream string, captureOn bool) (func(), string) {
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: upstream}}
 	var rec proxy.Recorder
@@ -291,9 +300,13 @@ func serveHone(ln net.Listener, upstream string, captureOn bool) func() {
 		must(err)
 		rec = store
 	}
-	s, err := proxy.New(o, rec, prometheus.NewRegistry(), nil)
+	reg := prometheus.NewRegistry()
+	s, err := proxy.New(o, rec, reg, nil)
 	must(err)
 	go s.Serve(ln) //nolint:errcheck
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	go http.Serve(mln, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) //nolint:errcheck
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -302,5 +315,5 @@ func serveHone(ln net.Listener, upstream string, captureOn bool) func() {
 			_ = store.Close()
 			_ = os.RemoveAll(dir)
 		}
-	}
+	}, "http://" + mln.Addr().String() + "/metrics"
 }
