@@ -9,7 +9,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # kernels (about 2.5x on matmul). Older x86 CPUs: make GOAMD64=v1 ...
 export GOAMD64 ?= v3
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench lint fuzz demo tiny-model clean
+.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy lint fuzz demo tiny-model clean
 
 all: build
 
@@ -55,8 +55,9 @@ bench:
 	$(GO) test -run XXX -bench . -benchtime 2s ./proxy/ ./capture/ ./kernels/... ./model/ ./engine/ ./trainer/...
 	@echo "bench/proxy: see bench/RESULTS.md for the load-generator comparison (make bench-proxy)"
 
-bench-proxy: build
-	$(GO) run ./bench/proxy
+# The recorded tables: five interleaved runs per target and rate (about 4 minutes).
+bench-proxy:
+	$(GO) run ./bench/proxy -duration 2s -count 5 $(ARGS)
 
 lint:
 	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "gofmt needed: $$files"; exit 1; fi
