@@ -5,7 +5,13 @@
 // send time, for per-event added latency). The stub, each proxy and the load
 // generator run in separate processes (see roles.go).
 //
-//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-events 32] [-targets direct,hone-capture]
+//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,relay,hone-capture]
+//
+// Experiment knobs, read by the server processes: HONE_BENCH_CPUPROFILE,
+// HONE_BENCH_MEMPROFILE and HONE_BENCH_TRACE (file prefixes; the role is
+// appended), HONE_BENCH_PROCS (GOMAXPROCS), HONE_BENCH_HONE_GOGC (hone's GC
+// percent instead of hone serve's default), HONE_BENCH_BATCH_DELAY (capture
+// batch delay) and HONE_BENCH_PROXY_CPUS (taskset CPU list for the proxies).
 package main
 
 import (
