@@ -29,6 +29,7 @@ type Server struct {
 	m       *metrics
 	log     *slog.Logger
 	srv     *fasthttp.Server
+	ctx     context.Context // ends the health checks at Shutdown
 	cancel  context.CancelFunc
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
@@ -66,6 +67,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	for _, e := range p.engines {
 		s.m.engineUp.WithLabelValues(e.url).Set(1)
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background()) // health checks, until Shutdown
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "hone",
@@ -90,19 +92,15 @@ func (s *Server) Ready() bool { return s.pool.anyHealthy() }
 // Serve checks the engines once, then serves the data plane on ln until
 // Shutdown. Health checks run in the background.
 func (s *Server) Serve(ln net.Listener) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.pool.checkAll(ctx)
-	go s.pool.run(ctx)
+	s.pool.checkAll(s.ctx)
+	go s.pool.run(s.ctx)
 	return s.srv.Serve(retryListener{Listener: ln, log: s.log})
 }
 
 // Shutdown stops accepting calls and waits for in-flight ones (streams
 // included) until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.cancel != nil {
-		s.cancel()
-	}
+	s.cancel()
 	return s.srv.ShutdownWithContext(ctx)
 }
 
