@@ -71,14 +71,14 @@ func TestSwapUnderLoad(t *testing.T) {
 		}()
 	}
 	for i, a := range adapters {
-		time.Sleep(300 * time.Millisecond)
+		waitCalls(t, &calls, calls.Load()+8) // calls in flight and served on the version before this one
 		v := int64(i + 1)
 		if err := pub.PublishAdapter(context.Background(), "agent-model", v, a); err != nil {
 			t.Fatalf("publish v%d: %v", v, err)
 		}
 		live.Store(v)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitCalls(t, &calls, calls.Load()+8)
 	stop.Store(true)
 	wg.Wait()
 	pub.Wait()
@@ -86,6 +86,18 @@ func TestSwapUnderLoad(t *testing.T) {
 		t.Fatalf("final version %d, %d failures in %d calls", v, failures.Load(), calls.Load())
 	}
 	t.Logf("%d calls, 0 failed, across 3 swaps", calls.Load())
+}
+
+// waitCalls waits until n calls were made (by count, not time, so a slow
+// machine or the race detector still gets calls around every swap).
+func waitCalls(t *testing.T, calls *atomic.Int64, n int64) {
+	deadline := time.Now().Add(60 * time.Second)
+	for calls.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d calls in a minute", calls.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // call sends one small chat call and returns the policy version that served it.
