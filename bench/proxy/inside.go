@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -16,20 +17,38 @@ type overhead struct {
 	counts []float64
 }
 
-// scrapeOverhead reads the histogram from a hone role's metrics URL; the
-// zero value when there is none.
-func scrapeOverhead(url string) overhead {
+// scrape reads a hone role's metrics; nil when there are none.
+func scrape(url string) map[string]*dto.MetricFamily {
 	if url == "" {
-		return overhead{}
+		return nil
 	}
 	resp, err := http.Get(url)
 	if err != nil {
-		return overhead{}
+		return nil
 	}
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil || fams["hone_overhead_seconds"] == nil {
+	if err != nil {
+		return nil
+	}
+	return fams
+}
+
+// counterSum is the sum of a counter family's series (0 when absent).
+func counterSum(fams map[string]*dto.MetricFamily, name string) float64 {
+	var n float64
+	for _, m := range fams[name].GetMetric() {
+		n += m.GetCounter().GetValue()
+	}
+	return n
+}
+
+// scrapeOverhead reads the histogram from a hone role's metrics URL; the
+// zero value when there is none.
+func scrapeOverhead(url string) overhead {
+	fams := scrape(url)
+	if fams["hone_overhead_seconds"] == nil {
 		return overhead{}
 	}
 	var o overhead

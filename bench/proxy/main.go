@@ -38,6 +38,7 @@ var (
 	rates       = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
 	events      = flag.Int("events", 32, "SSE events per streamed response")
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
+	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	openWorkers = flag.Int("open-workers", 256, "clients taking scheduled sends in the open-loop runs")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
 	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture", "targets to measure, in order (direct first: added latency is against it)")
@@ -90,6 +91,12 @@ func main() {
 	}
 	if has(*sections, "stream") {
 		reportStream(targets)
+	}
+	for _, t := range targets {
+		if fams := scrape(t.metrics); counterSum(fams, "hone_capture_calls_stored_total") > 0 {
+			fmt.Printf("\n%s stored %.0f calls in %.0f sessions (-turns %d; header-less: session inference joins turns).\n",
+				t.name, counterSum(fams, "hone_capture_calls_stored_total"), counterSum(fams, "hone_capture_sessions_total"), *turns)
+		}
 	}
 }
 
@@ -271,14 +278,41 @@ func newClient() *fasthttp.Client {
 	return &fasthttp.Client{MaxConnsPerHost: 512, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 }
 
-func doOnce(c *fasthttp.Client, base string) (time.Duration, error) {
+// conversation is one client's chat. With -turns N each request continues
+// the previous one (its messages, the stub's reply, a new user message) for N
+// turns before a new conversation starts, without session headers, so hone's
+// session inference joins the turns as it would an agent's; each opening is
+// unique. With -turns 1 every request is the same one-message chat.
+type conversation struct {
+	turn int
+	msgs []string
+}
+
+var conversationSeq atomic.Uint64
+
+const stubReply = `{"role":"assistant","content":"Hello! How can I help?"}`
+
+func (cv *conversation) next() []byte {
+	if *turns <= 1 {
+		return reqBody
+	}
+	if cv.turn%*turns == 0 {
+		cv.msgs = append(cv.msgs[:0], fmt.Sprintf(`{"role":"user","content":"Hello from conversation %d!"}`, conversationSeq.Add(1)))
+	} else {
+		cv.msgs = append(cv.msgs, stubReply, fmt.Sprintf(`{"role":"user","content":"And step %d?"}`, cv.turn%*turns))
+	}
+	cv.turn++
+	return []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[` + strings.Join(cv.msgs, ",") + `],"max_tokens":16}`)
+}
+
+func doOnce(c *fasthttp.Client, base string, cv *conversation) (time.Duration, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(base + "/v1/chat/completions")
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/json")
-	req.SetBody(reqBody)
+	req.SetBody(cv.next())
 	if *sessions {
 		req.Header.Set("X-Hone-Session", "bench-"+strconv.FormatUint(sessionSeq.Add(1), 10))
 	}
@@ -309,11 +343,12 @@ func openLoop(base string, rate int, d time.Duration) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var cv conversation
 			for at := range sched {
 				if wait := time.Until(at); wait > 0 {
 					time.Sleep(wait)
 				}
-				lat, err := doOnce(c, base)
+				lat, err := doOnce(c, base, &cv)
 				sched := time.Since(at)
 				mu.Lock()
 				if err != nil {
@@ -367,10 +402,11 @@ func closedLoop(base string, workers int, d time.Duration) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var cv conversation
 			var local []float64
 			errs := 0
 			for time.Now().Before(deadline) {
-				lat, err := doOnce(c, base)
+				lat, err := doOnce(c, base, &cv)
 				if err != nil {
 					errs++
 					continue

@@ -285,6 +285,7 @@ func serveFastHTTP(ln net.Listener, upstream string) func() {
 func serveHone(ln net.Listener, upstream string, captureOn bool) (func(), string) {
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: upstream}}
+	reg := prometheus.NewRegistry()
 	var rec proxy.Recorder
 	var store *capture.Store
 	dir := ""
@@ -296,11 +297,10 @@ func serveHone(ln net.Listener, upstream string, captureOn bool) (func(), string
 		if d, err := time.ParseDuration(os.Getenv("HONE_BENCH_BATCH_DELAY")); err == nil {
 			co.Queue.BatchDelay = d
 		}
-		store, err = capture.Open(dir, co, prometheus.NewRegistry())
+		store, err = capture.Open(dir, co, reg)
 		must(err)
 		rec = store
 	}
-	reg := prometheus.NewRegistry()
 	s, err := proxy.New(o, rec, reg, nil)
 	must(err)
 	go s.Serve(ln) //nolint:errcheck
