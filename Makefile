@@ -56,7 +56,7 @@ bench:
 	@echo "bench/proxy: see bench/RESULTS.md for the load-generator comparison (make bench-proxy)"
 
 # The recorded tables: five interleaved runs per target and rate (about 4 minutes).
-bench-proxy:
+bench-proxy: build
 	$(GO) run ./bench/proxy -duration 2s -count 5 $(ARGS)
 
 lint:

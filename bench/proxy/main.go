@@ -38,10 +38,11 @@ var (
 	rates       = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
 	events      = flag.Int("events", 32, "SSE events per streamed response")
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
+	honeBin     = flag.String("hone-bin", "bin/hone", "the hone binary for the hone-serve target (make build)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	openWorkers = flag.Int("open-workers", 256, "clients taking scheduled sends in the open-loop runs")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
-	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture", "targets to measure, in order (direct first: added latency is against it)")
+	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it)")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
 	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
@@ -51,7 +52,8 @@ var (
 )
 
 var targetNames = map[string]string{
-	"direct": "direct", "relay": "TCP relay (floor)", "fasthttp": "bare fasthttp proxy", "httputil": "httputil", "hone": "hone capture off", "hone-capture": "hone capture on",
+	"direct": "direct", "relay": "TCP relay (floor)", "fasthttp": "bare fasthttp proxy", "httputil": "httputil",
+	"hone-serve": "hone serve (the binary)", "hone": "hone capture off", "hone-capture": "hone capture on",
 }
 
 func main() {
@@ -71,7 +73,16 @@ func main() {
 			os.Exit(2)
 		}
 		c := stub
-		if name != "direct" {
+		switch name {
+		case "direct":
+		case "hone-serve":
+			if _, err := os.Stat(*honeBin); err != nil {
+				fmt.Fprintf(os.Stderr, "skipping hone-serve: %v (make build)\n", err)
+				continue
+			}
+			c = spawnServe(*honeBin, stub.url)
+			defer c.stop()
+		default:
 			c = spawn(name, "-upstream", stub.url)
 			defer c.stop()
 		}

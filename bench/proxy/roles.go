@@ -42,6 +42,7 @@ type child struct {
 	cmd     *exec.Cmd
 	url     string
 	metrics string // hone's Prometheus metrics, "" for other roles
+	dir     string // data folder to remove after a hone serve child
 	stopFn  func() // in-process servers
 }
 
@@ -84,6 +85,43 @@ func spawn(role string, args ...string) *child {
 	return c
 }
 
+// spawnServe starts the shipped binary, `hone serve`, in front of upstream
+// with a fresh data folder and its defaults, and waits until it answers.
+func spawnServe(bin, upstream string) *child {
+	dir, err := os.MkdirTemp("", "hone-bench-serve-")
+	must(err)
+	data, control := freeAddr(), freeAddr()
+	argv := []string{bin, "serve", "--engine", upstream, "--listen", data, "--control-listen", control, "--data", dir}
+	if cpus := os.Getenv("HONE_BENCH_PROXY_CPUS"); cpus != "" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "HONE_LOG_LEVEL=warn")
+	cmd.Stderr = os.Stderr
+	must(cmd.Start())
+	c := &child{cmd: cmd, url: "http://" + data, metrics: "http://" + control + "/metrics", dir: dir}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + control + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			c.stop()
+			panic("hone serve did not become ready")
+		}
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // stop asks the child to shut down and waits for it.
 func (c *child) stop() {
 	if c.cmd == nil {
@@ -97,6 +135,9 @@ func (c *child) stop() {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		_ = c.cmd.Process.Kill()
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
 	}
 }
 
