@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -191,7 +192,9 @@ func (a *accumulator) addMessage(ch *capture.Choice, m gjson.Result, delta bool)
 // "token_id:N" token strings when the engine sent no token_ids.
 func (a *accumulator) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool) {
 	if a.route == capture.RouteChat {
-		lp.Get("content").ForEach(func(_, t gjson.Result) bool {
+		content := lp.Get("content")
+		ch.Logprobs = slices.Grow(ch.Logprobs, len(content.Raw)/64) // an entry is ~60-100 bytes
+		content.ForEach(func(_, t gjson.Result) bool {
 			if !withTokens { // "logprob" comes second: no need to walk bytes and top_logprobs
 				ch.Logprobs = append(ch.Logprobs, float32(t.Get("logprob").Float()))
 				return true
@@ -235,6 +238,7 @@ func (a *accumulator) tokenFromString(ch *capture.Choice, s string) {
 }
 
 func appendIDs(dst []int32, arr gjson.Result) []int32 {
+	dst = slices.Grow(dst, len(arr.Raw)/4) // ids take 2-7 bytes each: one allocation, not one per doubling
 	arr.ForEach(func(_, v gjson.Result) bool {
 		dst = append(dst, int32(v.Int()))
 		return true
