@@ -51,6 +51,11 @@ func FuzzRewrite(f *testing.F) {
 		if tl := gjson.GetBytes(body, "top_logprobs"); tl.Exists() && g.Get("top_logprobs").Raw != tl.Raw {
 			t.Fatalf("top_logprobs changed: %s -> %s", body, out)
 		}
+		for _, k := range []string{"model", "logprobs", "return_token_ids", "stream_options"} {
+			if n, was := countKey(out, k), countKey(body, k); n > max(was, 1) {
+				t.Fatalf("%d %q keys (the request had %d): %s", n, k, was, out)
+			}
+		}
 		acc := accumulator{route: route}
 		acc.addBody(out)
 		stripped := strip(out, acc.injected, a)
@@ -58,6 +63,18 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatalf("strip produced invalid JSON: %s", stripped)
 		}
 	})
+}
+
+// countKey counts a key among an object's top-level members.
+func countKey(body []byte, key string) int {
+	n := 0
+	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+		if k.Str == key {
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // FuzzResponse: a non-stream body walked in place and stripped into a
