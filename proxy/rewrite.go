@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"unicode"
 
 	"github.com/hone-rl/hone/capture"
@@ -22,7 +23,10 @@ type asked struct {
 
 // present notes which of the keys hone may set the request has at all (with
 // any value), so that absent ones are appended instead of searched for.
-type present struct{ logprobs, tokenIDs, streamOptions, tokensAsIDs bool }
+type present struct {
+	logprobs, tokenIDs, streamOptions, tokensAsIDs bool
+	model                                          gjson.Result // the model value as it sits in the body (Index, Raw)
+}
 
 // inspect reads, in one walk over the top-level keys of a request, the model
 // and what the client asked for itself.
@@ -30,7 +34,7 @@ func inspect(doc gjson.Result, route string) (a asked, model string) {
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
-			model = v.String()
+			model, a.has.model = v.String(), v
 		case "stream":
 			a.stream = v.Bool()
 		case "logprobs":
@@ -55,69 +59,100 @@ func inspect(doc gjson.Result, route string) (a asked, model string) {
 // rewriteRequest returns the body to send upstream for a captured call: the
 // model replaced by the policy target, and logprobs, token ids and the usage
 // chunk requested. The client's own values (top_logprobs, ...) are kept.
-// Fields the request lacks are appended before its closing brace in one
-// copy; sjson, which would walk the whole body (agent requests carry long
-// histories) for each of them, only replaces values that are there.
+// The common case is one copy of the body: the model value is replaced where
+// inspect found it and the fields the request lacks are appended before its
+// closing brace; sjson, which walks the whole body (agent requests carry long
+// histories) for every field, only replaces values that are already there.
 func rewriteRequest(body []byte, route string, a asked, model, tokenMode, target string, capture bool) ([]byte, error) {
-	var err error
-	out := body
-	set := func(path string, v any) {
-		if err == nil {
-			out, err = sjson.SetBytesOptions(out, path, v, &sjson.Options{Optimistic: true})
-		}
-	}
 	var add []string // absent top-level fields, as raw JSON members
+	var set []field  // present ones with another value
 	put := func(has bool, key string, v any, raw string) {
 		if has {
-			set(key, v)
+			set = append(set, field{key, v})
 		} else {
 			add = append(add, raw)
 		}
 	}
+	newModel := ""
 	if target != "" && model != target {
-		set("model", target)
+		newModel = target
 	}
-	if !capture {
-		return out, err
-	}
-	if !a.logprobs {
-		if route == "chat" {
-			put(a.has.logprobs, "logprobs", true, `"logprobs":true`)
-		} else {
-			put(a.has.logprobs, "logprobs", 0, `"logprobs":0`)
+	if capture {
+		if !a.logprobs {
+			if route == "chat" {
+				put(a.has.logprobs, "logprobs", true, `"logprobs":true`)
+			} else {
+				put(a.has.logprobs, "logprobs", 0, `"logprobs":0`)
+			}
+		}
+		switch tokenMode {
+		case "auto", "native":
+			if !a.tokenIDs {
+				put(a.has.tokenIDs, "return_token_ids", true, `"return_token_ids":true`)
+			}
+		case "tokenize":
+			if !a.logprobs && !a.tokensAsIDs {
+				put(a.has.tokensAsIDs, "return_tokens_as_token_ids", true, `"return_tokens_as_token_ids":true`)
+			}
+		}
+		if a.stream && !a.usage {
+			put(a.has.streamOptions, "stream_options.include_usage", true, `"stream_options":{"include_usage":true}`)
 		}
 	}
-	switch tokenMode {
-	case "auto", "native":
-		if !a.tokenIDs {
-			put(a.has.tokenIDs, "return_token_ids", true, `"return_token_ids":true`)
+	old := a.has.model
+	if newModel != "" && !(old.Index > 0 && old.Index+len(old.Raw) <= len(body) && string(body[old.Index:old.Index+len(old.Raw)]) == old.Raw) {
+		set = append(set, field{"model", newModel}) // not located by inspect (or absent): sjson finds or adds it
+		newModel = ""
+	}
+	out := body
+	if newModel != "" || len(add) > 0 {
+		out = spliceRequest(body, old, newModel, add)
+	}
+	var err error
+	for _, f := range set {
+		if out, err = sjson.SetBytes(out, f.path, f.v); err != nil {
+			return nil, err
 		}
-	case "tokenize":
-		if !a.logprobs && !a.tokensAsIDs {
-			put(a.has.tokensAsIDs, "return_tokens_as_token_ids", true, `"return_tokens_as_token_ids":true`)
-		}
 	}
-	if a.stream && !a.usage {
-		put(a.has.streamOptions, "stream_options.include_usage", true, `"stream_options":{"include_usage":true}`)
-	}
-	if err != nil || len(add) == 0 {
-		return out, err
-	}
-	return appendMembers(out, add), nil
+	return out, nil
 }
 
-// appendMembers adds raw members to a JSON object before its closing brace.
-// body must be a valid JSON object (handleCall checked it).
-func appendMembers(body []byte, members []string) []byte {
-	end := bytes.LastIndexByte(body, '}')
-	prev := bytes.LastIndexFunc(body[:end], func(r rune) bool { return !unicode.IsSpace(r) })
-	out := make([]byte, 0, len(body)+64)
-	out = append(out, body[:end]...)
+type field struct {
+	path string
+	v    any
+}
+
+// spliceRequest copies body once, with the model value where inspect found
+// it (old) replaced by newModel when that is not empty, and members appended
+// before the closing brace.
+func spliceRequest(body []byte, old gjson.Result, newModel string, members []string) []byte {
+	out := make([]byte, 0, len(body)+len(newModel)+64)
+	rest := body
+	if newModel != "" {
+		quoted, _ := json.Marshal(newModel)
+		out = append(out, body[:old.Index]...)
+		out = append(out, quoted...)
+		rest = body[old.Index+len(old.Raw):]
+	}
+	if len(members) == 0 {
+		return append(out, rest...)
+	}
+	return appendMembers(out, rest, members)
+}
+
+// appendMembers appends to out the tail of a JSON object with raw members
+// added before its closing brace; out holds what came before tail (the
+// object's opening brace is in out or tail). The object must be valid
+// (handleCall checked it).
+func appendMembers(out, tail []byte, members []string) []byte {
+	end := bytes.LastIndexByte(tail, '}')
+	out = append(out, tail[:end]...)
+	prev := bytes.LastIndexFunc(out, func(r rune) bool { return !unicode.IsSpace(r) })
 	for i, m := range members {
-		if i > 0 || body[prev] != '{' {
+		if i > 0 || out[prev] != '{' {
 			out = append(out, ',')
 		}
 		out = append(out, m...)
 	}
-	return append(out, body[end:]...)
+	return append(out, tail[end:]...)
 }

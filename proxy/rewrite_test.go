@@ -14,7 +14,7 @@ func TestAppendMembers(t *testing.T) {
 		{`{"x":{"y":{}}}`, `{"x":{"y":{}},"a":1,"b":2}`},
 		{"{\"x\":[1,2]\n}\n", "{\"x\":[1,2]\n,\"a\":1,\"b\":2}\n"},
 	} {
-		got := string(appendMembers([]byte(tc.in), []string{`"a":1`, `"b":2`}))
+		got := string(appendMembers(nil, []byte(tc.in), []string{`"a":1`, `"b":2`}))
 		if got != tc.want || !gjson.Valid(got) {
 			t.Errorf("appendMembers(%q) = %q, want %q", tc.in, got, tc.want)
 		}
