@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"strings"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
@@ -46,7 +47,12 @@ var sepUnit, sepRecord, sepGroup = []byte{0x1f}, []byte{0x1e}, []byte{0x1d}
 // the hash up to the first user message (the conversation's opening, used as
 // the selection key of inferred sessions). ok is false without messages.
 func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
-	msgs := gjson.GetBytes(body, "messages")
+	if len(body) == 0 {
+		return nil, 0, false
+	}
+	// A view, not a copy (GetBytes copies what it returns): nothing read
+	// here outlives the call, only hashes do.
+	msgs := gjson.Get(unsafe.String(&body[0], len(body)), "messages")
 	if !msgs.IsArray() {
 		return nil, 0, false
 	}

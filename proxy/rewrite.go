@@ -25,7 +25,7 @@ type asked struct {
 // any value), so that absent ones are appended instead of searched for.
 type present struct {
 	logprobs, tokenIDs, streamOptions, tokensAsIDs bool
-	model                                          gjson.Result // the model value as it sits in the body (Index, Raw)
+	model                                          gjson.Result // the model value in the body (Index, Raw); valid in the handler only
 }
 
 // inspect reads, in one walk over the top-level keys of a request, the model

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
@@ -162,7 +163,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 		s.fail(ctx, route, errBadJSON)
 		return
 	}
-	doc := gjson.ParseBytes(body) // one copy; the strings read from it (the model) outlive the request buffer
+	doc := gjson.Parse(unsafe.String(&body[0], len(body))) // a view: what outlives the handler is copied (the model)
 	if !doc.IsObject() {
 		s.fail(ctx, route, errBadJSON)
 		return
@@ -174,7 +175,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 	}
 	c.hh = hh
 	c.asked, c.model = inspect(doc, route)
-	c.model = strings.Clone(c.model) // the session record keeps it: do not pin the whole request copy
+	c.model = strings.Clone(c.model) // doc is a view of fasthttp's request buffer, reused after the handler
 	c.target = c.model
 	if p, ok := s.aliases.Lookup(c.model); ok {
 		c.policy, c.isAlias, c.target = p, true, p.Target

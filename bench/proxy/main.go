@@ -39,6 +39,7 @@ var (
 	events      = flag.Int("events", 32, "SSE events per streamed response")
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
 	honeBin     = flag.String("hone-bin", "bin/hone", "the hone binary for the hone-serve target (make build)")
+	pad         = flag.Int("pad", 0, "bytes of instructions added to every request (long agent prompts)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	openWorkers = flag.Int("open-workers", 256, "clients taking scheduled sends in the open-loop runs")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
@@ -58,6 +59,7 @@ var targetNames = map[string]string{
 
 func main() {
 	flag.Parse()
+	fixedBody = requestBody()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if *role != "" {
 		runRole(*role, *upstreamURL)
@@ -285,6 +287,16 @@ var sessionSeq atomic.Uint64
 
 var reqBody = []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}`)
 
+// requestBody is reqBody, or with -pad N a system message of N bytes first
+// (an agent's long instructions and history).
+func requestBody() []byte {
+	if *pad <= 0 {
+		return reqBody
+	}
+	return []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"system","content":"` + strings.Repeat("You are a careful agent. ", *pad/25+1)[:*pad] +
+		`"},{"role":"user","content":"Hello!"}],"max_tokens":16}`)
+}
+
 func newClient() *fasthttp.Client {
 	return &fasthttp.Client{MaxConnsPerHost: 512, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 }
@@ -301,14 +313,17 @@ type conversation struct {
 
 var conversationSeq atomic.Uint64
 
+var fixedBody []byte // requestBody(), made once
+
 const stubReply = `{"role":"assistant","content":"Hello! How can I help?"}`
 
 func (cv *conversation) next() []byte {
 	if *turns <= 1 {
-		return reqBody
+		return fixedBody
 	}
 	if cv.turn%*turns == 0 {
-		cv.msgs = append(cv.msgs[:0], fmt.Sprintf(`{"role":"user","content":"Hello from conversation %d!"}`, conversationSeq.Add(1)))
+		cv.msgs = append(cv.msgs[:0], fmt.Sprintf(`{"role":"user","content":"Hello from conversation %d! %s"}`, conversationSeq.Add(1),
+			strings.Repeat("x", max(*pad, 0))))
 	} else {
 		cv.msgs = append(cv.msgs, stubReply, fmt.Sprintf(`{"role":"user","content":"And step %d?"}`, cv.turn%*turns))
 	}
