@@ -105,6 +105,19 @@ func BenchmarkAdmitInferred(b *testing.B) {
 	reportPercentiles(b, lat)
 }
 
+// BenchmarkAdmitLongPrompt: Admit for a header-less chat whose system
+// prompt is 32 KB (an agent's instructions).
+func BenchmarkAdmitLongPrompt(b *testing.B) {
+	s := openBench(b, "drop")
+	defer s.Close()
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("Be careful. ", 32768/12) +
+		`"},{"role":"user","content":"Hello!"}]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		s.Admit(&Admission{CallID: "a", Route: RouteChat, Hone: HoneHeaders{Train: -1}, Body: body})
+	}
+}
+
 func reportPercentiles(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*50/100].Nanoseconds()), "p50-ns")
