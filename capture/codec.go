@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/s2"
 	"math"
 	"time"
 )
@@ -210,6 +211,55 @@ const seqOffset = 1
 // patchSeq sets the sequence number of an encoded call record.
 func patchSeq(rec []byte, seq uint64) { binary.BigEndian.PutUint64(rec[seqOffset:], seq) }
 
+// compressedCall marks a record whose bytes after the sequence number are
+// S2-compressed (klauspost/compress; Snappy's format family, ~1 GB/s): the
+// prompts and bodies of long agent calls compress several-fold, and every
+// byte written is one the value log's mapped file takes in on Badger's write
+// path, where 10 ms stalls with 33 KB records made the tail.
+const compressedCall = 0x80 | SchemaVersion
+
+// compressAbove is the record size from which the encoder compresses.
+const compressAbove = 16 << 10
+
+// compactCall returns rec, or its compressed form when that is worth it.
+// The header (format byte and sequence number) stays uncompressed, so
+// patchSeq works on both forms.
+func compactCall(rec []byte) []byte {
+	if len(rec) < compressAbove {
+		return rec
+	}
+	body := rec[seqOffset+8:]
+	out := make([]byte, seqOffset+8+s2.MaxEncodedLen(len(body)))
+	copy(out, rec[:seqOffset+8])
+	z := s2.Encode(out[seqOffset+8:], body)
+	if len(z) >= len(body)*7/8 {
+		return rec // incompressible (token ids of random text): keep the plain form
+	}
+	out[0] = compressedCall
+	return out[:seqOffset+8+len(z)]
+}
+
+// expandCall returns the plain form of a compressed record.
+func expandCall(rec []byte) ([]byte, error) {
+	if len(rec) < seqOffset+8 {
+		return nil, errTruncated
+	}
+	n, err := s2.DecodedLen(rec[seqOffset+8:])
+	if err == nil && n > 1<<30 {
+		err = errTruncated // no record is that large (bodies stop at 32 MiB): a damaged header
+	}
+	if err != nil {
+		return nil, fmt.Errorf("call record: %w", err)
+	}
+	out := make([]byte, seqOffset+8+n)
+	copy(out, rec[:seqOffset+8])
+	if _, err := s2.Decode(out[seqOffset+8:], rec[seqOffset+8:]); err != nil {
+		return nil, fmt.Errorf("call record: %w", err)
+	}
+	out[0] = SchemaVersion
+	return out, nil
+}
+
 // encodeCall appends the versioned binary form of c to buf.
 func encodeCall(buf []byte, c *Call) []byte {
 	e := encoder{b: binary.BigEndian.AppendUint64(append(buf, SchemaVersion), c.Seq)}
@@ -268,6 +318,12 @@ func encodeHone(e *encoder, h *HoneHeaders) {
 func decodeCall(b []byte) (*Call, error) {
 	if len(b) == 0 {
 		return nil, errTruncated
+	}
+	if b[0] == compressedCall {
+		var err error
+		if b, err = expandCall(b); err != nil {
+			return nil, err
+		}
 	}
 	if b[0] != SchemaVersion {
 		return nil, fmt.Errorf("call record version %d: unsupported", b[0])

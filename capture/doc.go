@@ -41,7 +41,8 @@
 // Keys are a one-byte prefix and NUL-separated parts (ids never contain
 // NUL or control characters); integers are 8-byte big-endian so they sort.
 //
-//	c 0 <call id>                       call record (version byte + binary, see codec.go)   TTL Retention.CallTTL
+//	c 0 <call id>                       call record (version byte + binary, see codec.go;   TTL Retention.CallTTL
+//	                                    from 16 KiB S2-compressed after the seq: 0x80|version)
 //	s 0 <session> 0 <seq u64>           call id: a session's calls in order                  TTL Retention.CallTTL
 //	r 0 <response id>                   <session> 0 <call id>: chatcmpl-... to call          TTL Retention.CallTTL
 //	S 0 <session>                       session record (versioned JSON, type Session)

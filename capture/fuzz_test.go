@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,6 +90,7 @@ func FuzzDecodeCall(f *testing.F) {
 	c.Hone.Reward = ptr(1)
 	c.Hone.Tags = []string{"x"}
 	f.Add(encodeCall(nil, c))
+	f.Add(compactCall(encodeCall(nil, longCall())))
 	f.Add([]byte{SchemaVersion})
 	f.Add([]byte{SchemaVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -103,6 +106,48 @@ func FuzzDecodeCall(f *testing.F) {
 			t.Fatal("encoding not stable")
 		}
 	})
+}
+
+// longCall is a call whose record is large and compressible, as a long
+// agent prompt makes it.
+func longCall() *Call {
+	v := newVocab()
+	prompts, replies := toolSession()
+	c := v.makeCall("long", "s", prompts[1], replies[1], 3)
+	c.Request = []byte(`{"messages":[{"role":"system","content":"` + strings.Repeat("Read the file, then fix the bug. ", 1200) + `"}]}`)
+	return c
+}
+
+// Large records are stored compressed with their sequence number in the
+// clear (patched after compression); small and incompressible ones plain.
+func TestCallCompression(t *testing.T) {
+	c := longCall()
+	plain := encodeCall(nil, c)
+	rec := compactCall(plain)
+	if rec[0] != compressedCall || len(rec) > len(plain)/4 {
+		t.Fatalf("a %d-byte compressible record became %d bytes (format %#x)", len(plain), len(rec), rec[0])
+	}
+	patchSeq(rec, 42)
+	c.Seq = 42
+	got, err := decodeCall(rec)
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("compressed round trip: %v", err)
+	}
+	for n := 0; n < len(rec); n++ {
+		if _, err := decodeCall(rec[:n]); err == nil {
+			t.Fatalf("truncated compressed record of %d bytes decoded", n)
+		}
+	}
+	small := encodeCall(nil, newVocab().makeCall("s", "s", nil, msg{Role: "assistant", Content: "hi"}, 1))
+	if r := compactCall(small); &r[0] != &small[0] {
+		t.Error("a small record was compressed")
+	}
+	noise := make([]byte, 64<<10)
+	rand.New(rand.NewSource(1)).Read(noise)
+	c.Request = noise
+	if r := compactCall(encodeCall(nil, c)); r[0] != SchemaVersion {
+		t.Error("an incompressible record was stored compressed")
+	}
 }
 
 func TestCallCodecRoundTrip(t *testing.T) {

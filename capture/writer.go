@@ -139,8 +139,9 @@ func (s *Store) runEncoder() {
 		batch, open := drain(s.q, append(make([]item, 0, 16), it), s.opts.Queue.BatchSize)
 		for i := range batch {
 			if c := batch[i].call; c != nil {
-				batch[i].enc = encodeCall(make([]byte, 0, size+size/4), c)
-				size = len(batch[i].enc)
+				enc := encodeCall(make([]byte, 0, size+size/4), c)
+				size = len(enc)
+				batch[i].enc = compactCall(enc)
 			}
 		}
 		s.encoded <- batch
