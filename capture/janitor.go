@@ -68,16 +68,12 @@ func (s *Store) closeIdle(now time.Time) error {
 	if idle <= 0 {
 		return nil
 	}
-	var ids []string
-	for id, last := range s.w.open {
-		if now.Sub(last) > idle && len(ids) < maxPerPass {
-			ids = append(ids, id)
-		}
-	}
+	cutoff := now.Add(-idle)
+	ids := s.w.open.before(cutoff, maxPerPass)
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.update(true, func(t *tx) error {
+	err := s.update(true, func(t *tx) error {
 		for _, id := range ids {
 			rec, err := t.session(id)
 			if err != nil {
@@ -91,6 +87,10 @@ func (s *Store) closeIdle(now time.Time) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.w.open.drop(ids, cutoff)
+	}
+	return err
 }
 
 func (s *Store) applyDeadline(now time.Time) error {
@@ -98,23 +98,19 @@ func (s *Store) applyDeadline(now time.Time) error {
 	if dl <= 0 {
 		return nil
 	}
-	var ids []string
-	for id, since := range s.w.waiting {
-		if now.Sub(since) > dl && len(ids) < maxPerPass {
-			ids = append(ids, id)
-		}
-	}
+	cutoff := now.Add(-dl)
+	ids := s.w.waiting.before(cutoff, maxPerPass)
 	if len(ids) == 0 {
 		return nil
 	}
 	def := s.opts.Reward.Default
-	return s.update(true, func(t *tx) error {
+	err := s.update(true, func(t *tx) error {
 		for _, id := range ids {
 			rec, err := t.session(id)
-			if err != nil || rec == nil {
+			if err != nil {
 				return err
 			}
-			if rec.State != StateCommitted || rec.rewarded() {
+			if rec == nil || rec.State != StateCommitted || rec.rewarded() {
 				continue
 			}
 			if def == nil {
@@ -130,6 +126,10 @@ func (s *Store) applyDeadline(now time.Time) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.w.waiting.drop(ids, cutoff)
+	}
+	return err
 }
 
 // Evict deletes up to max consumed sessions, oldest consumed first, with
@@ -213,8 +213,8 @@ func (s *Store) deleteSession(id string) error {
 		t.after = append(t.after, func() {
 			s.w.cache.Remove(id)
 			s.m.states.WithLabelValues(string(st)).Dec()
-			delete(s.w.open, id)
-			delete(s.w.waiting, id)
+			s.w.open.remove(id)
+			s.w.waiting.remove(id)
 		})
 		delete(t.touched, id)
 		return nil

@@ -199,7 +199,7 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 	err := s.do(ctx, func() error {
 		done = nil
 		return s.update(true, func(t *tx) error {
-			for id := range s.w.open {
+			for _, id := range s.w.open.ids() {
 				rec, err := t.session(id)
 				if err != nil {
 					return err

@@ -13,11 +13,11 @@ import (
 type writerState struct {
 	s       *Store
 	cache   *simplelru.LRU[string, *Session]
-	open    map[string]time.Time // open session -> last call
-	waiting map[string]time.Time // committed, unrewarded session -> commit time
-	cursor  uint64               // last ready-queue cursor assigned
-	acked   uint64               // ack watermark
-	wb      *badger.WriteBatch   // open write batch of calls, committing asynchronously
+	open    *timeHeap          // open session -> last call
+	waiting *timeHeap          // committed, unrewarded session -> commit time
+	cursor  uint64             // last ready-queue cursor assigned
+	acked   uint64             // ack watermark
+	wb      *badger.WriteBatch // open write batch of calls, committing asynchronously
 }
 
 func loadWriterState(s *Store) (*writerState, error) {
@@ -25,7 +25,7 @@ func loadWriterState(s *Store) (*writerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer cache: %w", err)
 	}
-	w := &writerState{s: s, cache: cache, open: map[string]time.Time{}, waiting: map[string]time.Time{}}
+	w := &writerState{s: s, cache: cache, open: newTimeHeap(), waiting: newTimeHeap()}
 	err = s.db.View(func(txn *badger.Txn) error {
 		read := txnReader(txn)
 		var err error
@@ -63,9 +63,9 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 				return err
 			}
 			if st == StateOpen {
-				w.open[id] = rec.LastCall
+				w.open.set(id, rec.LastCall)
 			} else if !rec.rewarded() {
-				w.waiting[id] = rec.Since
+				w.waiting.set(id, rec.Since)
 			}
 			return nil
 		})
@@ -83,13 +83,13 @@ func (w *writerState) moved(id string, from, to State, since, last time.Time) {
 		w.s.m.states.WithLabelValues(string(from)).Dec()
 	}
 	w.s.m.states.WithLabelValues(string(to)).Inc()
-	delete(w.open, id)
-	delete(w.waiting, id)
+	w.open.remove(id)
+	w.waiting.remove(id)
 	switch to {
 	case StateOpen:
-		w.open[id] = last
+		w.open.set(id, last)
 	case StateCommitted:
-		w.waiting[id] = since
+		w.waiting.set(id, since)
 	}
 }
 
@@ -370,7 +370,7 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 	t.touch(rec)
 	if rec.State == StateOpen {
 		id, last := rec.ID, rec.LastCall
-		t.after = append(t.after, func() { s.w.open[id] = last })
+		t.after = append(t.after, func() { s.w.open.set(id, last) })
 	}
 	return nil
 }

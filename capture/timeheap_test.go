@@ -1,0 +1,86 @@
+package capture
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestTimeHeap(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := newTimeHeap()
+	r := rand.New(rand.NewSource(1))
+	want := map[string]time.Time{}
+	for i := 0; i < 500; i++ {
+		id := fmt.Sprintf("s%d", r.Intn(200))
+		switch r.Intn(4) {
+		case 0:
+			h.remove(id)
+			delete(want, id)
+		default:
+			at := t0.Add(time.Duration(r.Intn(100)) * time.Second)
+			h.set(id, at)
+			want[id] = at
+		}
+	}
+	if h.Len() != len(want) {
+		t.Fatalf("%d held, want %d", h.Len(), len(want))
+	}
+	for id, at := range want {
+		if got, ok := h.get(id); !ok || !got.Equal(at) {
+			t.Fatalf("%s: %v %v, want %v", id, got, ok, at)
+		}
+	}
+	cutoff := t0.Add(30 * time.Second)
+	var expired []string
+	for id, at := range want {
+		if at.Before(cutoff) {
+			expired = append(expired, id)
+		}
+	}
+	got := h.before(cutoff, 1<<20)
+	slices.Sort(got)
+	slices.Sort(expired)
+	if !slices.Equal(got, expired) {
+		t.Fatalf("before(cutoff) = %v\nwant %v", got, expired)
+	}
+	if n := len(h.before(cutoff, 3)); n != min(3, len(expired)) {
+		t.Fatalf("max 3 gave %d", n)
+	}
+	h.drop(expired, cutoff)
+	if len(h.before(cutoff, 1<<20)) != 0 || h.Len() != len(want)-len(expired) {
+		t.Fatal("drop left expired sessions")
+	}
+}
+
+// BenchmarkIdlePass: the janitor's look-up of timed-out sessions among a
+// million open ones, of which a few have timed out, against walking them
+// all (what it did before).
+func BenchmarkIdlePass(b *testing.B) {
+	t0 := time.Unix(1000, 0)
+	h := newTimeHeap()
+	m := map[string]time.Time{}
+	for i := 0; i < 1_000_000; i++ {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		h.set(fmt.Sprintf("session-%d", i), at)
+		m[fmt.Sprintf("session-%d", i)] = at
+	}
+	cutoff := t0.Add(100 * time.Millisecond)
+	b.Run("heap", func(b *testing.B) {
+		for b.Loop() {
+			_ = h.before(cutoff, maxPerPass)
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			var ids []string
+			for id, at := range m {
+				if at.Before(cutoff) && len(ids) < maxPerPass {
+					ids = append(ids, id)
+				}
+			}
+		}
+	})
+}
