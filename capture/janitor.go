@@ -215,6 +215,7 @@ func (s *Store) deleteSession(id string) error {
 			s.m.states.WithLabelValues(string(st)).Dec()
 			s.w.open.remove(id)
 			s.w.waiting.remove(id)
+			delete(s.w.rewardedOpen, id)
 		})
 		delete(t.touched, id)
 		return nil

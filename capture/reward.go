@@ -51,7 +51,7 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 			if err != nil {
 				return err
 			}
-			rec.Rewards = append(rec.Rewards, Reward{Value: *req.Reward, Call: req.Call, Source: "feedback",
+			t.addReward(rec, Reward{Value: *req.Reward, Call: req.Call, Source: "feedback",
 				Comment: req.Comment, Tags: ParseTags(strings.Join(req.Tags, ",")), At: t.now})
 			for _, tag := range req.Tags {
 				if tag != "" && !contains(rec.Tags, tag) {
@@ -155,7 +155,7 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 				if runID != "" {
 					rec.RunID = runID
 				}
-				rec.Rewards = append(rec.Rewards, Reward{Value: reward, Source: "trinity", At: t.now})
+				t.addReward(rec, Reward{Value: reward, Source: "trinity", At: t.now})
 				t.touch(rec)
 				if err := t.tryReady(rec); err != nil {
 					return err
@@ -199,7 +199,7 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 	err := s.do(ctx, func() error {
 		done = nil
 		return s.update(true, func(t *tx) error {
-			for _, id := range s.w.open.ids() {
+			for id := range s.w.rewardedOpen {
 				rec, err := t.session(id)
 				if err != nil {
 					return err

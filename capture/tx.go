@@ -120,6 +120,21 @@ func lastSeq(txn *badger.Txn, id string) (uint64, bool) {
 	return last, found
 }
 
+// addReward appends a reward to a session; an open one joins the set a
+// Trinity /commit closes, once the unit commits.
+func (t *tx) addReward(rec *Session, r Reward) {
+	rec.Rewards = append(rec.Rewards, r)
+	t.touch(rec)
+	if rec.State == StateOpen {
+		id := rec.ID
+		t.after = append(t.after, func() {
+			if _, open := t.s.w.open.get(id); open {
+				t.s.w.rewardedOpen[id] = struct{}{}
+			}
+		})
+	}
+}
+
 // touch marks a record for writing at commit.
 func (t *tx) touch(rec *Session) { t.touched[rec.ID] = rec }
 

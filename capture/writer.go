@@ -13,11 +13,13 @@ import (
 type writerState struct {
 	s       *Store
 	cache   *simplelru.LRU[string, *Session]
-	open    *timeHeap          // open session -> last call
-	waiting *timeHeap          // committed, unrewarded session -> commit time
-	cursor  uint64             // last ready-queue cursor assigned
-	acked   uint64             // ack watermark
-	wb      *badger.WriteBatch // open write batch of calls, committing asynchronously
+	open    *timeHeap // open session -> last call
+	waiting *timeHeap // committed, unrewarded session -> commit time
+	// open sessions with a reward: what a Trinity /commit closes
+	rewardedOpen map[string]struct{}
+	cursor       uint64             // last ready-queue cursor assigned
+	acked        uint64             // ack watermark
+	wb           *badger.WriteBatch // open write batch of calls, committing asynchronously
 }
 
 func loadWriterState(s *Store) (*writerState, error) {
@@ -25,7 +27,8 @@ func loadWriterState(s *Store) (*writerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer cache: %w", err)
 	}
-	w := &writerState{s: s, cache: cache, open: newTimeHeap(), waiting: newTimeHeap()}
+	w := &writerState{s: s, cache: cache, open: newTimeHeap(), waiting: newTimeHeap(),
+		rewardedOpen: map[string]struct{}{}}
 	err = s.db.View(func(txn *badger.Txn) error {
 		read := txnReader(txn)
 		var err error
@@ -64,6 +67,9 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 			}
 			if st == StateOpen {
 				w.open.set(id, rec.LastCall)
+				if rec.rewarded() {
+					w.rewardedOpen[id] = struct{}{}
+				}
 			} else if !rec.rewarded() {
 				w.waiting.set(id, rec.Since)
 			}
@@ -85,6 +91,7 @@ func (w *writerState) moved(id string, from, to State, since, last time.Time) {
 	w.s.m.states.WithLabelValues(string(to)).Inc()
 	w.open.remove(id)
 	w.waiting.remove(id)
+	delete(w.rewardedOpen, id)
 	switch to {
 	case StateOpen:
 		w.open.set(id, last)
@@ -364,7 +371,7 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 		}
 	}
 	if c.Hone.Reward != nil {
-		rec.Rewards = append(rec.Rewards, Reward{Value: *c.Hone.Reward, Source: "header", At: t.now})
+		t.addReward(rec, Reward{Value: *c.Hone.Reward, Source: "header", At: t.now})
 		s.m.feedback.WithLabelValues("header").Inc()
 	}
 	t.touch(rec)
