@@ -77,15 +77,6 @@ func (h *timeHeap) drop(ids []string, cutoff time.Time) {
 	}
 }
 
-// ids returns every session held, in no order.
-func (h *timeHeap) ids() []string {
-	out := make([]string, len(h.items))
-	for i, t := range h.items {
-		out[i] = t.id
-	}
-	return out
-}
-
 // heap.Interface; use set and remove instead.
 
 func (h *timeHeap) Len() int           { return len(h.items) }
