@@ -66,40 +66,13 @@ func inspect(doc gjson.Result, route string) (a asked, model string) {
 func rewriteRequest(body []byte, route string, a asked, model, tokenMode, target string, capture bool) ([]byte, error) {
 	var add []string // absent top-level fields, as raw JSON members
 	var set []field  // present ones with another value
-	put := func(has bool, key string, v any, raw string) {
-		if has {
-			set = append(set, field{key, v})
-		} else {
-			add = append(add, raw)
-		}
+	if capture {
+		add, set = captureFields(a, route, tokenMode)
 	}
-	newModel := ""
+	newModel, old := "", a.has.model
 	if target != "" && model != target {
 		newModel = target
 	}
-	if capture {
-		if !a.logprobs {
-			if route == "chat" {
-				put(a.has.logprobs, "logprobs", true, `"logprobs":true`)
-			} else {
-				put(a.has.logprobs, "logprobs", 0, `"logprobs":0`)
-			}
-		}
-		switch tokenMode {
-		case "auto", "native":
-			if !a.tokenIDs {
-				put(a.has.tokenIDs, "return_token_ids", true, `"return_token_ids":true`)
-			}
-		case "tokenize":
-			if !a.logprobs && !a.tokensAsIDs {
-				put(a.has.tokensAsIDs, "return_tokens_as_token_ids", true, `"return_tokens_as_token_ids":true`)
-			}
-		}
-		if a.stream && !a.usage {
-			put(a.has.streamOptions, "stream_options.include_usage", true, `"stream_options":{"include_usage":true}`)
-		}
-	}
-	old := a.has.model
 	if newModel != "" && !(old.Index > 0 && old.Index+len(old.Raw) <= len(body) && string(body[old.Index:old.Index+len(old.Raw)]) == old.Raw) {
 		set = append(set, field{"model", newModel}) // not located by inspect (or absent): sjson finds or adds it
 		newModel = ""
@@ -115,6 +88,39 @@ func rewriteRequest(body []byte, route string, a asked, model, tokenMode, target
 		}
 	}
 	return out, nil
+}
+
+// captureFields lists what a captured call asks for that the client did not:
+// absent fields as raw members to append, present ones as values to set.
+func captureFields(a asked, route, tokenMode string) (add []string, set []field) {
+	put := func(has bool, key string, v any, raw string) {
+		if has {
+			set = append(set, field{key, v})
+		} else {
+			add = append(add, raw)
+		}
+	}
+	if !a.logprobs {
+		if route == capture.RouteChat {
+			put(a.has.logprobs, "logprobs", true, `"logprobs":true`)
+		} else {
+			put(a.has.logprobs, "logprobs", 0, `"logprobs":0`)
+		}
+	}
+	switch tokenMode {
+	case "auto", "native":
+		if !a.tokenIDs {
+			put(a.has.tokenIDs, "return_token_ids", true, `"return_token_ids":true`)
+		}
+	case "tokenize":
+		if !a.logprobs && !a.tokensAsIDs {
+			put(a.has.tokensAsIDs, "return_tokens_as_token_ids", true, `"return_tokens_as_token_ids":true`)
+		}
+	}
+	if a.stream && !a.usage {
+		put(a.has.streamOptions, "stream_options.include_usage", true, `"stream_options":{"include_usage":true}`)
+	}
+	return add, set
 }
 
 type field struct {
