@@ -1,7 +1,6 @@
 package acceptance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/trainer"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -169,26 +169,13 @@ func TestAgentScopeTrainingRunner(t *testing.T) {
 // same, which splits a session into several trajectories).
 func readyExperiences(t *testing.T, control string, n int) []capture.Experience {
 	t.Helper()
+	src := trainer.HTTPSource{URL: control}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(control + "/v1/experiences?after=0&limit=100")
+		out, err := src.Fetch(context.Background(), 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []capture.Experience
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 16<<20)
-		for sc.Scan() {
-			var e capture.Experience
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				t.Fatalf("experience line: %v", err)
-			}
-			out = append(out, e)
-		}
-		resp.Body.Close()
 		if len(out) >= n {
 			return out
 		}

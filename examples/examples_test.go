@@ -3,12 +3,9 @@
 package examples
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -22,6 +19,7 @@ import (
 	"github.com/hone-rl/hone/engine"
 	"github.com/hone-rl/hone/model/modeltest"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/trainer"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -138,28 +136,19 @@ func TestExampleAgents(t *testing.T) {
 // sessionExperiences waits for the ready experiences of one session.
 func sessionExperiences(t *testing.T, control, session string) []capture.Experience {
 	t.Helper()
+	src := trainer.HTTPSource{URL: control}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var out []capture.Experience
-		resp, err := http.Get(control + "/v1/experiences?after=0&limit=1000")
+		exps, err := src.Fetch(context.Background(), 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			var e capture.Experience
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				t.Fatalf("experience line: %v", err)
-			}
+		var out []capture.Experience
+		for _, e := range exps {
 			if e.Session == session {
 				out = append(out, e)
 			}
 		}
-		resp.Body.Close()
 		if len(out) > 0 {
 			return out
 		}
