@@ -213,9 +213,7 @@ func (s *Store) deleteSession(id string) error {
 		t.after = append(t.after, func() {
 			s.w.cache.Remove(id)
 			s.m.states.WithLabelValues(string(st)).Dec()
-			s.w.open.remove(id)
-			s.w.waiting.remove(id)
-			delete(s.w.rewardedOpen, id)
+			s.w.forget(id)
 		})
 		delete(t.touched, id)
 		return nil

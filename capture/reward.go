@@ -156,7 +156,6 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 					rec.RunID = runID
 				}
 				t.addReward(rec, Reward{Value: reward, Source: "trinity", At: t.now})
-				t.touch(rec)
 				if err := t.tryReady(rec); err != nil {
 					return err
 				}

@@ -83,15 +83,21 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 	return nil
 }
 
+// forget drops a session from the in-memory sets (it changed state or was
+// deleted).
+func (w *writerState) forget(id string) {
+	w.open.remove(id)
+	w.waiting.remove(id)
+	delete(w.rewardedOpen, id)
+}
+
 // moved updates the in-memory sets and gauges after a state change commits.
 func (w *writerState) moved(id string, from, to State, since, last time.Time) {
 	if from != "" {
 		w.s.m.states.WithLabelValues(string(from)).Dec()
 	}
 	w.s.m.states.WithLabelValues(string(to)).Inc()
-	w.open.remove(id)
-	w.waiting.remove(id)
-	delete(w.rewardedOpen, id)
+	w.forget(id)
 	switch to {
 	case StateOpen:
 		w.open.set(id, last)

@@ -252,7 +252,9 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 	}
 	if c.httpStatus < 400 && c.verdict.Capture {
 		c.acc.addBody(c.respBody)
-		buf.B, _ = stripInto(buf.B[:0], c.respBody, c.acc.injected, c.asked)
+		if stripping(c.acc.injected, c.asked) {
+			buf.B = stripInto(buf.B[:0], c.respBody, c.acc.injected, c.asked)
+		}
 	}
 	buf.B = ctx.Response.SwapBody(buf.B) // hand the bytes over instead of copying them
 	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))

@@ -91,11 +91,10 @@ func (b *streamBody) process(ev []byte) []byte {
 	if !c.asked.usage && c.acc.usageOnly {
 		return nil
 	}
-	out, changed := stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
-	b.out = out
-	if !changed {
+	if !stripping(c.acc.injected, c.asked) {
 		return ev
 	}
+	b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
 	b.out = append(b.out, "\n\n"...)
 	return b.out
 }

@@ -2,21 +2,31 @@ package proxy
 
 import "slices"
 
+// stripping reports whether any span is one hone injected and the client did
+// not ask for, i.e. whether the body needs stripInto at all.
+func stripping(spans []injected, a asked) bool {
+	return slices.ContainsFunc(spans, func(s injected) bool { return !keeps(s, a) })
+}
+
+// keeps reports whether the client asked for a span's field itself.
+func keeps(s injected, a asked) bool {
+	return (s.kind == injLogprobs && a.logprobs) || (s.kind == injTokenIDs && a.tokenIDs)
+}
+
 // stripInto appends body to dst with what hone injected and the client did
 // not ask for set to null (logprobs, token ids), as the engine writes those
 // fields when they are not requested. spans are the positions the
-// accumulator noted while walking body. changed reports whether any span was
-// nulled.
-func stripInto(dst, body []byte, spans []injected, a asked) (out []byte, changed bool) {
+// accumulator noted while walking body.
+func stripInto(dst, body []byte, spans []injected, a asked) []byte {
 	slices.SortFunc(spans, func(x, y injected) int { return x.start - y.start })
 	last := 0
 	for _, s := range spans {
-		if (s.kind == injLogprobs && a.logprobs) || (s.kind == injTokenIDs && a.tokenIDs) {
+		if keeps(s, a) {
 			continue
 		}
 		dst = append(dst, body[last:s.start]...)
 		dst = append(dst, "null"...)
-		last, changed = s.end, true
+		last = s.end
 	}
-	return append(dst, body[last:]...), changed
+	return append(dst, body[last:]...)
 }

@@ -69,7 +69,10 @@ func scrapeOverhead(url string) overhead {
 // Prometheus' histogram_quantile does; NaN without data.
 func (after overhead) quantile(before overhead, q float64) float64 {
 	n := len(after.counts)
-	if n == 0 || len(before.counts) != n || after.counts[n-1]-before.counts[n-1] <= 0 {
+	if len(before.counts) != n { // no series before the first observed call
+		before.counts = make([]float64, n)
+	}
+	if n == 0 || after.counts[n-1]-before.counts[n-1] <= 0 {
 		return math.NaN()
 	}
 	total := after.counts[n-1] - before.counts[n-1]

@@ -9,7 +9,7 @@
 //
 // Experiment knobs, read by the server processes: HONE_BENCH_CPUPROFILE,
 // HONE_BENCH_MEMPROFILE and HONE_BENCH_TRACE (file prefixes; the role is
-// appended), HONE_BENCH_PROCS (GOMAXPROCS), HONE_BENCH_HONE_GOGC (hone's GC
+// appended), HONE_BENCH_HONE_GOGC (hone's GC
 // percent instead of hone serve's default), HONE_BENCH_BATCH_DELAY (capture
 // batch delay) and HONE_BENCH_PROXY_CPUS (taskset CPU list for the proxies).
 package main
@@ -18,10 +18,12 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +43,6 @@ var (
 	honeBin     = flag.String("hone-bin", "bin/hone", "the hone binary for the hone-serve target (make build)")
 	pad         = flag.Int("pad", 0, "bytes of instructions added to every request (long agent prompts)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
-	openWorkers = flag.Int("open-workers", 256, "clients taking scheduled sends in the open-loop runs")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
 	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it)")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
@@ -95,7 +96,7 @@ func main() {
 		layout = "one process"
 	}
 	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s  %s\n", time.Now().UTC().Format(time.RFC3339),
-		runtimeProcs(), *duration, layout)
+		runtime.GOMAXPROCS(0), *duration, layout)
 	if has(*sections, "open") {
 		reportOpen(targets)
 	}
@@ -242,8 +243,6 @@ func reportStream(targets []target) {
 	}
 }
 
-func runtimeProcs() int { return runtimeGOMAXPROCS() }
-
 func parseRates(s string) []int {
 	var out []int
 	for _, p := range strings.Split(s, ",") {
@@ -266,12 +265,7 @@ type result struct {
 	perWrite float64
 }
 
-func (r *result) p(q float64) float64 {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	return pct(r.lat, q)
-}
+func (r *result) p(q float64) float64 { return pct(r.lat, q) }
 
 func (r *result) pSched(q float64) float64 { return pct(r.sched, q) }
 
@@ -285,16 +279,14 @@ func pct(v []float64, q float64) float64 {
 
 var sessionSeq atomic.Uint64
 
-var reqBody = []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}`)
-
-// requestBody is reqBody, or with -pad N a system message of N bytes first
-// (an agent's long instructions and history).
+// requestBody is the one-message chat every request sends (-turns 1), with
+// -pad N after a system message of N bytes (an agent's long instructions).
 func requestBody() []byte {
-	if *pad <= 0 {
-		return reqBody
+	system := ""
+	if *pad > 0 {
+		system = `{"role":"system","content":"` + strings.Repeat("You are a careful agent. ", *pad/25+1)[:*pad] + `"},`
 	}
-	return []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"system","content":"` + strings.Repeat("You are a careful agent. ", *pad/25+1)[:*pad] +
-		`"},{"role":"user","content":"Hello!"}],"max_tokens":16}`)
+	return []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[` + system + `{"role":"user","content":"Hello!"}],"max_tokens":16}`)
 }
 
 func newClient() *fasthttp.Client {
@@ -365,7 +357,7 @@ func openLoop(base string, rate int, d time.Duration) result {
 	n := int(d / interval)
 	sched := make(chan time.Time, n)
 	var wg sync.WaitGroup
-	for w := 0; w < *openWorkers; w++ {
+	for w := 0; w < 256; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -516,7 +508,7 @@ func oneStream(base string) ([]float64, int, int, error) {
 			return lat, chunks, evs, nil
 		}
 		buf := make([]byte, n+2)
-		if _, err := ioReadFull(br, buf); err != nil {
+		if _, err := io.ReadFull(br, buf); err != nil {
 			return nil, 0, 0, err
 		}
 		now := nowMicros()

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
@@ -143,9 +142,6 @@ func (c *child) stop() {
 
 // runRole serves role until SIGTERM.
 func runRole(role string, upstream string) {
-	if n, err := strconv.Atoi(os.Getenv("HONE_BENCH_PROCS")); err == nil && n > 0 {
-		runtime.GOMAXPROCS(n)
-	}
 	if strings.HasPrefix(role, "hone") {
 		_, _, err := config.DefaultRuntime().Apply(os.Getenv) // as hone serve does
 		must(err)

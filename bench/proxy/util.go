@@ -1,17 +1,11 @@
 package main
 
 import (
-	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 )
-
-func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }
-
-func ioReadFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }
 
 // procCPU is the user+system CPU time process pid has used so far, from
 // /proc/PID/stat (clock ticks of 10 ms); 0 where /proc is missing.
