@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -101,11 +102,16 @@ func ParseBool(s string) (bool, error) {
 	return false, fmt.Errorf("want 1|0|true|false, got %q", truncate(s, 32))
 }
 
-// ParseReward parses a finite float; empty means no reward.
+// ParseReward parses a plain decimal number (JSON's number syntax, with an
+// optional leading '+'); empty means no reward. Go's ParseFloat alone would
+// also take hex floats ("0x1p-2"), underscores ("1_0"), "NaN" and "Inf".
 func ParseReward(s string) (*float64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
+	}
+	if !decimalNumber.MatchString(s) {
+		return nil, fmt.Errorf("reward %q is not a decimal number", truncate(s, 32))
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
@@ -116,6 +122,9 @@ func ParseReward(s string) (*float64, error) {
 	}
 	return &v, nil
 }
+
+// decimalNumber is JSON's number grammar with an optional '+'.
+var decimalNumber = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 // ParseTags splits a comma-separated tag list, trimming blanks and dropping
 // empty, duplicate, over-long (>128 bytes) and excess (>32) tags.

@@ -20,6 +20,7 @@ type call struct {
 	isAlias   bool
 	release   func()
 	hh        capture.HoneHeaders
+	warnings  []string // hone headers that were ignored, for X-Hone-Warning
 	verdict   capture.Verdict
 	asked     asked
 	eng       *engine

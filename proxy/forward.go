@@ -55,10 +55,10 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body
 // ones) with a new body and target.
 func (s *Server) buildUpstreamRequest(req, in *fasthttp.Request, e *engine, body, uri []byte) {
 	in.Header.CopyTo(&req.Header)
-	for _, h := range hopHeaders {
-		req.Header.Del(h)
-	}
-	req.Header.Del("Accept-Encoding") // hone reads the body; engines rarely compress anyway
+	// hop-by-hop, Accept-Encoding (hone reads the body; engines rarely
+	// compress anyway), hone's own, and the agent's credentials when the
+	// engine has its own key: in every spelling
+	delFold(&req.Header, s.dropUp)
 	req.SetRequestURI(e.url + string(uri))
 	req.Header.SetHost(e.host)
 	if s.opts.Upstream.APIKey != "" {

@@ -61,7 +61,6 @@ const routePassthrough = "passthrough"
 
 // passthrough forwards any other /v1/... call unchanged and uncaptured.
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
-	deleteHoneHeaders(&ctx.Request.Header, &s.opts.Headers)
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
 	if p, ok := s.aliases.Lookup(model); ok {
 		if body, err := rewriteRequest(ctx.PostBody(), "", asked{}, model, "off", p.Target, false); err == nil {

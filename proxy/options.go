@@ -17,8 +17,11 @@ type Options struct {
 	ControlToken string `yaml:"control_token"`
 	// ClientKeys, when set, are the API keys agents must present as
 	// "Authorization: Bearer KEY"; empty means no check.
-	ClientKeys   []string `yaml:"client_keys"`
-	MaxBodyBytes int      `yaml:"max_body_bytes"`
+	ClientKeys []string `yaml:"client_keys"`
+	// StrictHeaders answers 400 to an invalid hone header; by default it is
+	// ignored and reported in X-Hone-Warning.
+	StrictHeaders bool `yaml:"strict_headers"`
+	MaxBodyBytes  int  `yaml:"max_body_bytes"`
 
 	// Upstream configures the engines; it is the `engine:` section of
 	// hone's config file.

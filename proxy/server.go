@@ -34,6 +34,7 @@ type Server struct {
 	cancel  context.CancelFunc
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
+	dropUp  []string // request headers never forwarded upstream, any spelling
 }
 
 // Mount serves path on the data plane with a net/http handler (used for
@@ -63,6 +64,10 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	}
 	for _, k := range opts.ClientKeys {
 		s.keys[k] = true
+	}
+	s.dropUp = append(append(append(s.dropUp, hopHeaders...), "Accept-Encoding"), opts.Headers.requestNames()...)
+	if opts.Upstream.APIKey != "" {
+		s.dropUp = append(s.dropUp, credentialHeaders...)
 	}
 	p.onState = func(e *engine, up bool) { s.m.engineUp.WithLabelValues(e.url).Set(b2f(up)) }
 	for _, e := range p.engines {
@@ -143,10 +148,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// authorized reports whether the agent presented one of proxy.client_keys,
+// in any of the credential headers agents' SDKs use.
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
-	auth := ctx.Request.Header.Peek("Authorization")
-	key, ok := bytes.CutPrefix(auth, []byte("Bearer "))
-	return ok && s.keys[string(key)]
+	for _, k := range clientKeys(&ctx.Request.Header) {
+		if s.keys[k] {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
@@ -168,12 +178,13 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 		s.fail(ctx, route, errBadJSON)
 		return
 	}
-	hh, herr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers)
-	if herr != nil {
-		s.fail(ctx, route, herr)
+	hr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers, s.opts.StrictHeaders)
+	if hr.err != nil {
+		s.fail(ctx, route, hr.err)
 		return
 	}
-	c.hh = hh
+	hh := hr.hh
+	c.hh, c.warnings = hh, hr.warnings
 	c.asked, c.model = inspect(doc, route)
 	c.model = strings.Clone(c.model) // doc is a view of fasthttp's request buffer, reused after the handler
 	c.target = c.model
@@ -202,7 +213,16 @@ func (s *Server) setHoneHeaders(ctx *fasthttp.RequestCtx, c *call) {
 	}
 	h.Set(s.opts.Headers.Call, c.id)
 	h.Set(s.opts.Headers.Policy, strconv.FormatInt(c.policy.Version, 10))
+	for _, w := range c.warnings {
+		h.Add(warningHeader, w)
+	}
+	if len(c.warnings) > 0 {
+		s.m.headerWarnings.Add(float64(len(c.warnings)))
+	}
 }
+
+// warningHeader tells the agent which of its hone headers were ignored.
+const warningHeader = "X-Hone-Warning"
 
 // forwardCall sends the call upstream and answers the agent, streaming or not.
 func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {

@@ -35,7 +35,8 @@ func newStub(t *testing.T) *stubEngine {
 		t.Fatal(err)
 	}
 	s := &stubEngine{t: t, ln: ln}
-	s.srv = &fasthttp.Server{Handler: s.handle, StreamRequestBody: false}
+	// names as they arrive on the wire, so tests see what hone forwarded
+	s.srv = &fasthttp.Server{Handler: s.handle, DisableHeaderNamesNormalizing: true}
 	go s.srv.Serve(ln) //nolint:errcheck
 	t.Cleanup(func() { _ = s.srv.Shutdown() })
 	return s

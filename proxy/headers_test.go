@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// spellings of a header name as clients send them: canonical (Go, Python),
+// lowercase (fetch, HTTP/2 hops), uppercase and mixed.
+func spellings(name string) map[string]string {
+	mixed := []byte(strings.ToLower(name))
+	for i := 0; i < len(mixed); i += 2 {
+		mixed[i] = strings.ToUpper(string(mixed[i]))[0]
+	}
+	return map[string]string{"canonical": name, "lower": strings.ToLower(name), "upper": strings.ToUpper(name),
+		"mixed": string(mixed)}
+}
+
+func TestHoneHeadersAnyCase(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	n := DefaultOptions().Headers
+	for form := range spellings("x") {
+		t.Run(form, func(t *testing.T) {
+			sp := func(name string) string { return spellings(name)[form] }
+			hdr := map[string]string{
+				sp(n.Session): "sess-" + form, sp(n.Task): "task-" + form, sp(n.Train): "1", sp(n.Tags): "a,b",
+				sp(n.Reward): "0.5", sp(n.Commit): "1", sp("X-Custom"): "kept",
+			}
+			before := len(h.rec.Calls())
+			r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr)
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			if got := r.header.Get("X-Hone-Session"); got != "sess-"+form {
+				t.Fatalf("X-Hone-Session answered %q", got)
+			}
+			calls := waitCalls(t, h.rec, before+1)
+			c := calls[len(calls)-1]
+			hh := c.Hone
+			if c.Session != "sess-"+form || hh.Task != "task-"+form || hh.Train != 1 || !hh.Commit ||
+				hh.Reward == nil || *hh.Reward != 0.5 || strings.Join(hh.Tags, ",") != "a,b" {
+				t.Fatalf("read %+v (session %q)", hh, c.Session)
+			}
+			_, up := stub.lastRequest()
+			for k, v := range up {
+				if strings.HasPrefix(strings.ToLower(k), "x-hone-") {
+					t.Fatalf("%s: %s reached the engine", k, v)
+				}
+			}
+			if up[sp("X-Custom")] != "kept" {
+				t.Fatalf("a header of the agent did not reach the engine as sent: %v", up)
+			}
+		})
+	}
+}
+
+func TestCredentialsNeverReachEngine(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, func(o *Options) { o.Upstream.APIKey = "engine-key" }, stub)
+	hdr := map[string]string{"Authorization": "Bearer agent-1", "authorization": "Bearer agent-2",
+		"x-api-key": "agent-3", "API-KEY": "agent-4", "proxy-authorization": "Basic agent-5",
+		"accept-encoding": "gzip", "Accept-Encoding": "br"}
+	for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
+		post(t, h.url, path, chatReq(false), hdr)
+		_, up := stub.lastRequest()
+		var creds []string
+		for k, v := range up {
+			lk := strings.ToLower(k)
+			if strings.Contains(lk, "auth") || strings.Contains(lk, "key") || lk == "accept-encoding" {
+				creds = append(creds, k+": "+v)
+			}
+		}
+		if len(creds) != 1 || creds[0] != "Authorization: Bearer engine-key" {
+			t.Fatalf("%s: the engine got %v, want only hone's key", path, creds)
+		}
+	}
+}
+
+func TestClientKeysAnySpelling(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, func(o *Options) { o.ClientKeys = []string{"k1"} }, stub)
+	for _, hdr := range []map[string]string{
+		{"authorization": "Bearer k1"}, {"AUTHORIZATION": "bearer k1"}, {"Authorization": "BEARER k1"},
+		{"x-api-key": "k1"}, {"Api-Key": "k1"}, {"authorization": "Bearer wrong", "x-api-key": "k1"},
+	} {
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 {
+			t.Fatalf("%v: status %d", hdr, r.status)
+		}
+	}
+	for _, hdr := range []map[string]string{{"authorization": "k1"}, {"authorization": "Bearer k2"}, {"x-api-key": "k2"}} {
+		wantOpenAIError(t, post(t, h.url, "/v1/chat/completions", chatReq(false), hdr), 401)
+	}
+}
+
+func TestHeaderSpellingsTogether(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	cases := []struct {
+		name   string
+		hdr    map[string]string
+		status int
+	}{
+		{"same session twice", map[string]string{"X-Hone-Session": "s1", "x-hone-session": "s1"}, 200},
+		{"conflicting session", map[string]string{"X-Hone-Session": "s1", "x-hone-session": "s2"}, 400},
+		{"conflicting reward", map[string]string{"X-Hone-Reward": "1", "x-hone-reward": "0"}, 400},
+		{"conflicting task", map[string]string{"X-Hone-Task": "a", "x-hone-task": "b"}, 400},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := post(t, h.url, "/v1/chat/completions", chatReq(false), tc.hdr)
+			if tc.status != 200 {
+				wantOpenAIError(t, r, tc.status)
+				if msg := gjson.GetBytes(r.body, "error.message").String(); !strings.Contains(strings.ToLower(msg), "x-hone-") {
+					t.Fatalf("error does not name the header: %s", msg)
+				}
+				return
+			}
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+func TestInvalidHoneHeadersIgnored(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	for _, v := range []string{"NaN", "Inf", "0x1p-2", "1_0", "lots", "1e999"} {
+		before := len(h.rec.Calls())
+		r := post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{"x-hone-reward": v, "X-Hone-Train": "maybe"})
+		if r.status != 200 {
+			t.Fatalf("reward %q: status %d: %s", v, r.status, r.body)
+		}
+		if w := r.header.Values("X-Hone-Warning"); len(w) != 2 {
+			t.Fatalf("reward %q: warnings %q", v, w)
+		}
+		calls := waitCalls(t, h.rec, before+1)
+		if c := calls[len(calls)-1]; c.Hone.Reward != nil || c.Hone.Train != -1 {
+			t.Fatalf("reward %q stored as %v, train %d", v, c.Hone.Reward, c.Hone.Train)
+		}
+	}
+	strict := startHone(t, func(o *Options) { o.StrictHeaders = true }, stub)
+	wantOpenAIError(t, post(t, strict.url, "/v1/chat/completions", chatReq(false), map[string]string{"X-Hone-Reward": "NaN"}), 400)
+}
