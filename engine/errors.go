@@ -38,6 +38,42 @@ func unavailable(msg string) *apiError {
 	return &apiError{Message: msg, Type: "ServiceUnavailableError", Code: http.StatusServiceUnavailable}
 }
 
+// routingErrors serves m; when m has no route for a request (404) or the
+// path takes other methods (405, with Allow) the answer is vLLM's JSON error.
+func routingErrors(m *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := m.Handler(r); pattern == "" { // net/http's own 404 or 405
+			w = &routingErrorWriter{ResponseWriter: w}
+		}
+		m.ServeHTTP(w, r)
+	})
+}
+
+// routingErrorWriter turns the plain-text error ServeMux writes into JSON;
+// headers it set (Allow) are kept.
+type routingErrorWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (w *routingErrorWriter) WriteHeader(code int) {
+	if w.done {
+		return
+	}
+	w.done = true
+	h := w.Header()
+	h.Del("X-Content-Type-Options")
+	phrase := http.StatusText(code)
+	writeError(w.ResponseWriter, &apiError{Message: phrase, Type: phrase, Code: code})
+}
+
+func (w *routingErrorWriter) Write(b []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusNotFound)
+	}
+	return len(b), nil // the plain-text body is replaced
+}
+
 func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.Code, map[string]any{"error": e})
 }

@@ -7,8 +7,14 @@ import (
 	"time"
 )
 
+// routes is the engine's API. A path no route serves, or a method a path
+// does not take, gets vLLM's JSON error (its HTTPException handler:
+// {"error":{"message":"Not Found","type":"Not Found","param":null,"code":404}})
+// instead of net/http's plain text.
 func (e *Engine) routes() *http.ServeMux {
 	m := http.NewServeMux()
+	root := http.NewServeMux()
+	root.Handle("/", routingErrors(m))
 	m.HandleFunc("POST /v1/chat/completions", e.handleChat)
 	m.HandleFunc("POST /v1/completions", e.handleCompletions)
 	m.HandleFunc("GET /v1/models", e.handleModels)
@@ -38,7 +44,7 @@ func (e *Engine) routes() *http.ServeMux {
 			writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": e.sleep.sleeping()})
 		})
 	}
-	return m
+	return root
 }
 
 // modelName is the name a response reports: the requested one, or the base.
