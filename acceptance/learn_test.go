@@ -22,7 +22,8 @@ import (
 )
 
 // TestLearningThroughProxy closes hone's loop over the wire: an agent calls
-// the proxy (alias "agent"), the capture store records the calls with the
+// the proxy with the engine's own served model name ("base", which follows
+// the trainer's policy alias "agent" as hone serve sets it up), the capture store records the calls with the
 // engine's token ids and logprobs, rewards and commits arrive on the control
 // plane, the trainer consumes the ready experiences (GRPO), and each version
 // is published into the engine and swapped into the proxy's alias. The task
@@ -41,7 +42,7 @@ func TestLearningThroughProxy(t *testing.T) {
 	defer store.Close()
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL, Kind: "embedded"}}
-	o.Aliases = []proxy.AliasConfig{{Name: "agent", Target: "base"}}
+	o.Aliases = []proxy.AliasConfig{{Name: "agent", Target: "base", Names: []string{"base"}}}
 	s, err := proxy.New(o, store, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -69,17 +70,22 @@ func TestLearningThroughProxy(t *testing.T) {
 	}
 
 	prompts := []string{"a", "k", "Q", "="}
+	policy := "" // X-Hone-Policy of the last call
 	eval := func(seed int) float64 {
 		var sum float64
 		for i, p := range prompts {
 			for k := 0; k < 8; k++ {
-				text, _ := complete(t, base, "", "", p, seed+100*i+k)
+				var text string
+				text, policy = complete(t, base, "", "", p, seed+100*i+k)
 				sum += digitShare(text)
 			}
 		}
 		return sum / float64(8*len(prompts))
 	}
 	before := eval(5000)
+	if policy != "0" {
+		t.Fatalf("X-Hone-Policy %q before training, want 0", policy)
+	}
 	for step := 0; step < 10; step++ {
 		for pi, p := range prompts {
 			for k := 0; k < 8; k++ {
@@ -97,15 +103,16 @@ func TestLearningThroughProxy(t *testing.T) {
 	if after-before < 0.2 {
 		t.Fatalf("digit share rose by %.3f, want >= 0.2", after-before)
 	}
-	if _, v, _ := s.Aliases().Get("agent"); v < 10 {
-		t.Fatalf("alias at version %d after 10 steps", v)
+	if _, v, _ := s.Aliases().Get("agent"); v < 10 || policy != fmt.Sprint(v) {
+		t.Fatalf("alias at version %d after 10 steps; the agent sending %q was served by policy %q", v, "base", policy)
 	}
 }
 
-// complete asks hone for one sampled completion of prompt as the agent
-// would (model "agent"; a session and task header when given).
+// complete asks hone for one sampled completion of prompt as an unmodified
+// agent would (model "base", the engine's served name; a session and task
+// header when given). It returns the text and X-Hone-Policy.
 func complete(t *testing.T, base, session, task, prompt string, seed int) (string, string) {
-	body, _ := json.Marshal(map[string]any{"model": "agent", "prompt": prompt, "max_tokens": 6, "temperature": 1.0,
+	body, _ := json.Marshal(map[string]any{"model": "base", "prompt": prompt, "max_tokens": 6, "temperature": 1.0,
 		"seed": seed})
 	req, _ := http.NewRequest("POST", base+"/v1/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

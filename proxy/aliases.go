@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -8,18 +9,25 @@ import (
 
 // Policy is what an agent-visible model name currently routes to.
 type Policy struct {
-	Alias   string `json:"alias"`
+	Alias   string `json:"alias"`   // the policy's name (trainer.name); in-flight counts are kept per alias
 	Target  string `json:"target"`  // engine model or LoRA adapter name
 	Version int64  `json:"version"` // policy version; 0 is the base model
 }
 
-// Aliases is the policy alias table: agent-visible model name → Policy. Reads
-// are lock-free (one atomic load per request); writers copy the table. It also
-// counts in-flight calls per (alias, version) so a publisher can unload an old
-// version once nothing uses it.
+// maxHistory bounds the versions an alias remembers for /admin/policies.
+const maxHistory = 64
+
+// Aliases is the policy alias table: agent-visible model name → Policy. A
+// policy is swapped under its alias; other names may follow it (Link), so an
+// agent that keeps the model name it always used (the engines' served name)
+// gets the newest published version. Reads are lock-free (one atomic load
+// per request); writers copy the table. It counts in-flight calls per
+// (alias, version) so a publisher can unload an old version once nothing
+// uses it.
 type Aliases struct {
 	mu       sync.Mutex // serializes writers
 	table    atomic.Pointer[map[string]Policy]
+	links    map[string][]string // alias → the other names that follow it
 	history  map[string][]Policy
 	inflight sync.Map // policyKey → *atomic.Int64
 }
@@ -29,16 +37,17 @@ type policyKey struct {
 	version int64
 }
 
-// NewAliases returns a table holding the given policies.
+// NewAliases returns a table holding the given policies and their names.
 func NewAliases(initial []AliasConfig) *Aliases {
-	a := &Aliases{history: map[string][]Policy{}}
+	a := &Aliases{history: map[string][]Policy{}, links: map[string][]string{}}
 	m := map[string]Policy{}
-	for _, c := range initial {
-		p := Policy{Alias: c.Name, Target: c.Target, Version: c.Version}
-		m[c.Name] = p
-		a.history[c.Name] = []Policy{p}
-	}
 	a.table.Store(&m)
+	for _, c := range initial {
+		a.Swap(c.Name, c.Target, c.Version)
+		for _, n := range c.Names {
+			a.Link(n, c.Name)
+		}
+	}
 	return a
 }
 
@@ -54,34 +63,93 @@ func (a *Aliases) Get(alias string) (target string, version int64, ok bool) {
 	return p.Target, p.Version, ok
 }
 
-// Swap points alias at target/version atomically. New calls see the new
-// policy at once; calls already running keep the one they started with.
+// Swap points alias, and every name that follows it, at target/version
+// atomically. New calls see the new policy at once; calls already running
+// keep the one they started with.
 func (a *Aliases) Swap(alias, target string, version int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	p := Policy{Alias: alias, Target: target, Version: version}
+	m := a.copyTable()
+	m[alias] = p
+	for _, n := range a.links[alias] {
+		m[n] = p
+	}
+	h := append(a.history[alias], p)
+	if len(h) > maxHistory {
+		h = slices.Clone(h[len(h)-maxHistory:])
+	}
+	a.history[alias] = h
+	a.table.Store(&m)
+	a.forgetIdle(alias, version)
+}
+
+// Link makes name follow alias: a call for name is served by alias's live
+// policy from now on. Linking a name to itself or to an alias that has no
+// policy yet is an error-free no-op until the alias is swapped in.
+func (a *Aliases) Link(name, alias string) {
+	if name == "" || name == alias {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for other, names := range a.links {
+		a.links[other] = slices.DeleteFunc(names, func(n string) bool { return n == name })
+	}
+	a.links[alias] = append(a.links[alias], name)
+	m := a.copyTable()
+	if p, ok := m[alias]; ok {
+		m[name] = p
+		a.table.Store(&m)
+	}
+}
+
+// Names returns the agent-visible names that route to alias: alias itself
+// and the names that follow it.
+func (a *Aliases) Names(alias string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string{alias}, a.links[alias]...)
+}
+
+func (a *Aliases) copyTable() map[string]Policy {
 	old := *a.table.Load()
 	m := make(map[string]Policy, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
-	p := Policy{Alias: alias, Target: target, Version: version}
-	m[alias] = p
-	a.history[alias] = append(a.history[alias], p)
-	a.table.Store(&m)
+	return m
 }
 
-// List returns the live policies sorted by alias.
+// forgetIdle drops the in-flight counters of alias's versions other than
+// live that have nothing in flight, so the counters do not grow with every
+// published version. A call that raced with the drop re-verifies in
+// acquire and retries.
+func (a *Aliases) forgetIdle(alias string, live int64) {
+	a.inflight.Range(func(k, v any) bool {
+		pk := k.(policyKey)
+		if pk.alias == alias && pk.version != live && v.(*atomic.Int64).Load() == 0 {
+			a.inflight.CompareAndDelete(k, v)
+		}
+		return true
+	})
+}
+
+// List returns the live policies, one per alias, sorted by alias.
 func (a *Aliases) List() []Policy {
 	m := *a.table.Load()
 	out := make([]Policy, 0, len(m))
-	for _, p := range m {
-		out = append(out, p)
+	for name, p := range m {
+		if name == p.Alias {
+			out = append(out, p)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Alias < out[j].Alias })
 	return out
 }
 
-// History returns every policy an alias has pointed at, oldest first.
+// History returns the policies an alias has pointed at, oldest first (the
+// last maxHistory).
 func (a *Aliases) History(alias string) []Policy {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -96,13 +164,28 @@ func (a *Aliases) InFlight(alias string, version int64) int {
 	return 0
 }
 
-// acquire counts a call against a policy; the returned func releases it.
-func (a *Aliases) acquire(p Policy) func() {
-	c, ok := a.inflight.Load(policyKey{p.Alias, p.Version})
-	if !ok {
-		c, _ = a.inflight.LoadOrStore(policyKey{p.Alias, p.Version}, new(atomic.Int64))
+// acquire resolves model to its live policy and counts a call against it;
+// the returned func releases it. The count is taken before the policy is
+// read again and kept only if the policy is still live, so a publisher that
+// swapped in between either sees the call in InFlight or the call moves to
+// the new version: an adapter is never unloaded under a call about to use it.
+func (a *Aliases) acquire(model string) (Policy, func(), bool) {
+	for {
+		p, ok := a.Lookup(model)
+		if !ok {
+			return Policy{}, nil, false
+		}
+		k := policyKey{p.Alias, p.Version}
+		c, ok := a.inflight.Load(k)
+		if !ok {
+			c, _ = a.inflight.LoadOrStore(k, new(atomic.Int64))
+		}
+		n := c.(*atomic.Int64)
+		n.Add(1)
+		cur, ok := a.inflight.Load(k)
+		if now, _ := a.Lookup(model); now == p && ok && cur == c {
+			return p, func() { n.Add(-1) }, true
+		}
+		n.Add(-1)
 	}
-	n := c.(*atomic.Int64)
-	n.Add(1)
-	return func() { n.Add(-1) }
 }

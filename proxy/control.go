@@ -47,7 +47,11 @@ func bearer(token string) func(http.Handler) http.Handler {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			auth := r.Header.Get("Authorization")
+			got, ok := "", len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ")
+			if ok {
+				got = strings.TrimSpace(auth[7:])
+			}
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				httpError(w, http.StatusUnauthorized, "missing or invalid control-plane token")
 				return
@@ -65,13 +69,14 @@ type versionView struct {
 
 type policyView struct {
 	versionView
-	History []versionView `json:"history"` // every version the alias has pointed at, oldest first
+	Names   []string      `json:"names"`   // the model names agents send that route to this policy
+	History []versionView `json:"history"` // the versions the alias has pointed at, oldest first
 }
 
 func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
 	var out []policyView
 	for _, p := range s.aliases.List() {
-		v := policyView{versionView: versionView{p, s.aliases.InFlight(p.Alias, p.Version)}}
+		v := policyView{versionView: versionView{p, s.aliases.InFlight(p.Alias, p.Version)}, Names: s.aliases.Names(p.Alias)}
 		for _, h := range s.aliases.History(p.Alias) {
 			v.History = append(v.History, versionView{h, s.aliases.InFlight(h.Alias, h.Version)})
 		}
@@ -81,7 +86,10 @@ func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) swapPolicy(w http.ResponseWriter, r *http.Request) {
-	var p Policy
+	var p struct {
+		Policy
+		Names []string `json:"names"` // more model names that follow the alias
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -92,9 +100,12 @@ func (s *Server) swapPolicy(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "alias and target are required")
 		return
 	}
+	for _, n := range p.Names {
+		s.aliases.Link(n, p.Alias)
+	}
 	s.aliases.Swap(p.Alias, p.Target, p.Version)
-	s.log.Info("policy swapped", "alias", p.Alias, "target", p.Target, "version", p.Version)
-	writeJSON(w, http.StatusOK, p)
+	s.log.Info("policy swapped", "alias", p.Alias, "target", p.Target, "version", p.Version, "names", s.aliases.Names(p.Alias))
+	writeJSON(w, http.StatusOK, p.Policy)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 )
@@ -27,7 +32,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 			id := m.Get("id").String()
 			if !seen[id] {
 				seen[id] = true
-				data = append(data, json.RawMessage(m.Raw))
+				data = append(data, s.annotateModel(id, m.Raw))
 				maxLen[id] = m.Get("max_model_len").Int()
 			}
 			return true
@@ -39,7 +44,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 			continue
 		}
 		entry := map[string]any{"id": p.Alias, "object": "model", "created": now, "owned_by": "hone",
-			"root": p.Target, "parent": nil, "permission": []any{}}
+			"root": p.Target, "parent": nil, "permission": []any{}, "hone_policy": p}
 		if l := maxLen[p.Target]; l > 0 {
 			entry["max_model_len"] = l
 		}
@@ -55,6 +60,21 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 	s.m.requests.WithLabelValues("models", "200").Inc()
 }
 
+// annotateModel adds "hone_policy" (alias, target, version) to an engine's
+// model entry whose id is a policy name, so clients see which names follow a
+// trained policy; other entries are passed as the engine sent them.
+func (s *Server) annotateModel(id, raw string) json.RawMessage {
+	p, ok := s.aliases.Lookup(id)
+	if !ok {
+		return json.RawMessage(raw)
+	}
+	b, err := sjson.SetBytes([]byte(raw), "hone_policy", p)
+	if err != nil {
+		return json.RawMessage(raw)
+	}
+	return b
+}
+
 // routePassthrough labels calls to other /v1/... routes: not captured, and
 // their streams (e.g. /v1/responses) need not end with data: [DONE].
 const routePassthrough = "passthrough"
@@ -62,15 +82,16 @@ const routePassthrough = "passthrough"
 // passthrough forwards any other /v1/... call unchanged and uncaptured.
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
-	if p, ok := s.aliases.Lookup(model); ok {
+	c := &call{s: s, route: routePassthrough, start: time.Now(), sentAt: time.Now()}
+	if p, release, ok := s.aliases.acquire(model); ok {
+		c.policy, c.release = p, release
 		if body, err := rewriteRequest(ctx.PostBody(), "", asked{}, model, "off", p.Target, false); err == nil {
 			ctx.Request.SetBody(body)
 		}
 	}
-	c := &call{s: s, route: routePassthrough, start: time.Now(), sentAt: time.Now()}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {
-		s.fail(ctx, c.route, aerr)
+		c.failEarly(ctx, aerr)
 		return
 	}
 	c.eng, c.httpStatus = eng, resp.StatusCode()
@@ -94,4 +115,37 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetBody(buf.B)
 	c.done()
+}
+
+// BaseModels returns the base models the engines serve: the ids of
+// /v1/models entries that are neither LoRA adapters (vLLM sets "parent") nor
+// hone's own aliases, deduplicated over the engines that answered.
+func (s *Server) BaseModels(ctx context.Context) ([]string, error) {
+	var out []string
+	var errs []error
+	for _, e := range s.pool.engines {
+		status, body, err := s.pool.get(ctx, e, "/v1/models")
+		if err == nil && status != 200 {
+			err = fmt.Errorf("status %d", status)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s/v1/models: %w", e.url, err))
+			continue
+		}
+		gjson.GetBytes(body, "data").ForEach(func(_, m gjson.Result) bool {
+			id := m.Get("id").String()
+			if p := m.Get("parent"); (p.Exists() && p.Type != gjson.Null) || id == "" || slices.Contains(out, id) {
+				return true
+			}
+			if pol, ok := s.aliases.Lookup(id); ok && pol.Alias == id {
+				return true
+			}
+			out = append(out, id)
+			return true
+		})
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(append(errs, errors.New("no engine lists a base model"))...)
+	}
+	return out, nil
 }

@@ -85,11 +85,13 @@ type HeaderNames struct {
 	Policy  string `yaml:"policy"`
 }
 
-// AliasConfig is an initial policy alias: agents ask for Name, engines get Target.
+// AliasConfig is an initial policy alias: agents ask for Name (or any of
+// Names, which follow it when it is swapped), engines get Target.
 type AliasConfig struct {
-	Name    string `yaml:"name"`
-	Target  string `yaml:"target"`
-	Version int64  `yaml:"version"`
+	Name    string   `yaml:"name"`
+	Target  string   `yaml:"target"`
+	Version int64    `yaml:"version"`
+	Names   []string `yaml:"names"`
 }
 
 // DefaultOptions returns the defaults of every option.

@@ -188,9 +188,8 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 	c.asked, c.model = inspect(doc, route)
 	c.model = strings.Clone(c.model) // doc is a view of fasthttp's request buffer, reused after the handler
 	c.target = c.model
-	if p, ok := s.aliases.Lookup(c.model); ok {
-		c.policy, c.isAlias, c.target = p, true, p.Target
-		c.release = s.aliases.acquire(p)
+	if p, release, ok := s.aliases.acquire(c.model); ok {
+		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
 	}
 	c.id = "call-" + uuid.NewString()
 	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body})

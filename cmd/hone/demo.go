@@ -178,7 +178,7 @@ func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string
 		return "", nil, err
 	}
 	stops = append(stops, emb.close)
-	addDefaultAlias(c)
+	addPolicyAlias(c)
 	srv, err := proxy.New(c.Proxy, store, reg, log)
 	if err != nil {
 		stop()
@@ -218,7 +218,7 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 	fmt.Printf("hone demo: %d held-out problems, %d rounds x %d tasks x %d attempts, step-wise GRPO (lr %g)\n",
 		f.heldOut, f.rounds, f.tasks, f.attempts, f.lr)
 	o := demo.RunOptions{
-		Agent: demo.Agent{BaseURL: base, Model: c.Trainer.Name, APIKey: "dummy", MaxTurns: 3, MaxTokens: f.maxTokens,
+		Agent: demo.Agent{BaseURL: base, Model: c.Embedded.ServedModelName, APIKey: "dummy", MaxTurns: 3, MaxTokens: f.maxTokens,
 			Client: &http.Client{Timeout: 5 * time.Minute}},
 		StepLog: c.Trainer.MetricsLog, Split: split, Rounds: f.rounds, TasksPerRound: f.tasks, Attempts: f.attempts,
 		Temperature: f.temperature, EvalWorkers: 16, StepTimeout: 5 * time.Minute, Log: jl,

@@ -66,11 +66,12 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer emb.close()
 	}
-	addDefaultAlias(&c)
+	addPolicyAlias(&c)
 	srv, err := proxy.New(c.Proxy, store, reg, log)
 	if err != nil {
 		return err
 	}
+	go linkServedModel(ctx, &c, srv, log)
 	feedback := chi.NewRouter()
 	store.Routes(feedback)
 	for _, p := range []string{"/feedback", "/commit", "/v1/feedback", "/v1/commit"} {
@@ -103,7 +104,7 @@ func serveUntilDone(ctx context.Context, c *config.Config, srv *proxy.Server, ct
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() { errc <- ctlSrv.Serve(cln) }()
-	banner(ln.Addr().String(), cln.Addr().String(), c)
+	banner(ln.Addr().String(), cln.Addr().String(), c, aliasedNames(c, srv))
 	select {
 	case err = <-errc:
 		err = fmt.Errorf("server stopped: %w", err)
@@ -182,48 +183,32 @@ func resolveModel(ctx context.Context, c *config.Config) (string, error) {
 	return dir, nil
 }
 
-// addDefaultAlias makes the trainer's policy name an alias of the base
-// model when the config names none, so agents can use it from the start.
-func addDefaultAlias(c *config.Config) {
-	if !c.Trainer.Enabled {
-		return
-	}
-	for _, a := range c.Proxy.Aliases {
-		if a.Name == c.Trainer.Name {
-			return
-		}
-	}
-	base := c.Embedded.ServedModelName
-	if base == "" {
-		base = c.Trainer.Name
-	}
-	c.Proxy.Aliases = append(c.Proxy.Aliases, proxy.AliasConfig{Name: c.Trainer.Name, Target: base})
-}
-
-func banner(data, control string, c *config.Config) {
+func banner(data, control string, c *config.Config, policyNames []string) {
 	host := data
 	if strings.HasPrefix(host, ":") || strings.HasPrefix(host, "0.0.0.0:") || strings.HasPrefix(host, "[::]:") {
 		host = "127.0.0.1" + host[strings.LastIndex(host, ":"):]
 	}
 	model := c.Embedded.ServedModelName
-	if len(c.Trainer.Name) > 0 && c.Trainer.Enabled {
-		model = c.Trainer.Name
-	}
 	if model == "" {
 		model = "<your model>"
+	}
+	policy := ""
+	if len(policyNames) > 0 {
+		policy = fmt.Sprintf("  trained policy %q is served to agents that send model %s\n",
+			c.Trainer.Name, strings.Join(policyNames, " or "))
 	}
 	fmt.Printf(`
 hone is listening
   data plane (OpenAI API for agents): http://%s/v1
   control plane (feedback, experiences, admin, metrics): http://%s
-
+%s
   export OPENAI_BASE_URL=http://%s/v1 OPENAI_API_KEY=dummy
 
   curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
     -H 'X-Hone-Session: demo-1' \
     -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'
 
-`, host, control, host, host, model)
+`, host, control, policy, host, host, model)
 }
 
 func newLogger(o config.LogOptions) *slog.Logger {
