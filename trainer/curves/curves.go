@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"gonum.org/v1/plot"
@@ -44,6 +45,7 @@ func ReadLog(r io.Reader) ([]trainer.StepMetrics, error) {
 type panel struct {
 	title  string
 	series []series
+	last   bool // title shows the first series' last value
 }
 
 type series struct {
@@ -53,16 +55,16 @@ type series struct {
 
 var panels = []panel{
 	{"reward", []series{{"mean", func(m *trainer.StepMetrics) float64 { return m.RewardMean }},
-		{"std", func(m *trainer.StepMetrics) float64 { return m.RewardStd }}}},
+		{"std", func(m *trainer.StepMetrics) float64 { return m.RewardStd }}}, false},
 	{"advantage", []series{{"mean", func(m *trainer.StepMetrics) float64 { return m.AdvMean }},
-		{"std", func(m *trainer.StepMetrics) float64 { return m.AdvStd }}}},
+		{"std", func(m *trainer.StepMetrics) float64 { return m.AdvStd }}}, false},
 	{"loss", []series{{"total", func(m *trainer.StepMetrics) float64 { return m.Loss }},
-		{"policy", func(m *trainer.StepMetrics) float64 { return m.PGLoss }}}},
-	{"KL to reference", []series{{"kl", func(m *trainer.StepMetrics) float64 { return m.KL }}}},
-	{"clip fraction", []series{{"clip", func(m *trainer.StepMetrics) float64 { return m.ClipFrac }}}},
-	{"grad norm", []series{{"norm", func(m *trainer.StepMetrics) float64 { return m.GradNorm }}}},
-	{"tokens/s", []series{{"tok/s", func(m *trainer.StepMetrics) float64 { return m.TokensPerSec }}}},
-	{"learning rate", []series{{"lr", func(m *trainer.StepMetrics) float64 { return m.LR }}}},
+		{"policy", func(m *trainer.StepMetrics) float64 { return m.PGLoss }}}, false},
+	{"KL to reference", []series{{"kl", func(m *trainer.StepMetrics) float64 { return m.KL }}}, false},
+	{"clip fraction", []series{{"clip", func(m *trainer.StepMetrics) float64 { return m.ClipFrac }}}, false},
+	{"grad norm", []series{{"norm", func(m *trainer.StepMetrics) float64 { return m.GradNorm }}}, false},
+	{"tokens/s", []series{{"tok/s", func(m *trainer.StepMetrics) float64 { return m.TokensPerSec }}}, false},
+	{"learning rate", []series{{"lr", func(m *trainer.StepMetrics) float64 { return m.LR }}}, true},
 }
 
 // Draw renders the curves of steps as a grid of charts into a PNG at path.
@@ -109,6 +111,9 @@ func Draw(steps []trainer.StepMetrics, path string) error {
 func chart(pn panel, steps []trainer.StepMetrics) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = pn.title
+	if pn.last {
+		p.Title.Text = fmt.Sprintf("%s (last %g)", pn.title, pn.series[0].get(&steps[len(steps)-1]))
+	}
 	p.X.Label.Text = "step"
 	for i, s := range pn.series {
 		pts := make(plotter.XYs, len(steps))
@@ -129,5 +134,24 @@ func chart(pn panel, steps []trainer.StepMetrics) (*plot.Plot, error) {
 		}
 	}
 	p.Legend.Top = true
+	p.Y.Min, p.Y.Max = yRange(p.Y.Min, p.Y.Max)
 	return p, nil
+}
+
+// yRange widens a flat series' range around its value. gonum pads a
+// zero-height range to ±1 around it, so a constant learning rate of 0.001
+// was drawn on the 0 tick of a -1..1 axis.
+func yRange(lo, hi float64) (float64, float64) {
+	if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return lo, hi
+	}
+	scale := math.Max(math.Abs(lo), math.Abs(hi))
+	if hi-lo > 1e-6*scale {
+		return lo, hi
+	}
+	if scale == 0 {
+		return -1, 1
+	}
+	mid := (lo + hi) / 2
+	return mid - scale/2, mid + scale/2
 }

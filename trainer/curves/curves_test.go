@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,4 +50,70 @@ func TestReadLogAndDraw(t *testing.T) {
 func FuzzReadLog(f *testing.F) {
 	f.Add([]byte("{\"step\":1,\"loss\":0.5}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ReadLog(bytes.NewReader(b)) })
+}
+
+// TestLearningRatePanel: the learning-rate panel's axis is around the
+// learning rate (a constant 0.001 was drawn on the 0 tick of a -1..1 axis)
+// and its title names the last value.
+func TestLearningRatePanel(t *testing.T) {
+	var lrPanel panel
+	for _, pn := range panels {
+		if pn.title == "learning rate" {
+			lrPanel = pn
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		lr    func(step int) float64
+		title string
+	}{
+		{"constant 1e-3", func(int) float64 { return 1e-3 }, "learning rate (last 0.001)"},
+		{"constant 1e-5", func(int) float64 { return 1e-5 }, "learning rate (last 1e-05)"},
+		{"warmup to 1e-5", func(s int) float64 { return 1e-5 * math.Min(1, float64(s)/5) }, "learning rate (last 1e-05)"},
+		{"cosine 1e-3 to 1e-4", func(s int) float64 { return 1e-4 + 0.9e-3*(1+math.Cos(math.Pi*float64(s)/20))/2 }, "learning rate (last 0.0001)"},
+		{"zero", func(int) float64 { return 0 }, "learning rate (last 0)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var steps []trainer.StepMetrics
+			for s := 1; s <= 20; s++ {
+				steps = append(steps, trainer.StepMetrics{Step: int64(s), LR: tc.lr(s)})
+			}
+			p, err := chart(lrPanel, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Title.Text != tc.title {
+				t.Errorf("title %q, want %q", p.Title.Text, tc.title)
+			}
+			lo, hi := p.Y.Min, p.Y.Max
+			if !(lo < hi) {
+				t.Fatalf("degenerate y axis %g..%g", lo, hi)
+			}
+			for _, m := range steps {
+				if m.LR < lo || m.LR > hi {
+					t.Fatalf("lr %g outside the axis %g..%g", m.LR, lo, hi)
+				}
+			}
+			top := steps[len(steps)-1].LR
+			for _, m := range steps {
+				top = math.Max(top, m.LR)
+			}
+			if top > 0 && (hi > 2*top || lo < -top) {
+				t.Errorf("axis %g..%g dwarfs the learning rate (max %g): the line looks flat at 0", lo, hi, top)
+			}
+			// The labelled ticks span the data, and a flat line is not on the 0 tick.
+			var labels []string
+			for _, tk := range p.Y.Tick.Marker.Ticks(lo, hi) {
+				if tk.Label != "" {
+					labels = append(labels, tk.Label)
+				}
+			}
+			if len(labels) < 2 {
+				t.Errorf("y labels %q", labels)
+			}
+			if top > 0 && lo == top-top/2 && (lo <= 0 || slices.Contains(labels, "0")) {
+				t.Errorf("constant lr %g labelled %q on %g..%g", top, labels, lo, hi)
+			}
+		})
+	}
 }
