@@ -16,6 +16,9 @@ const (
 	StatusUpstreamError      Status = "upstream_error"  // engine answered with an error status
 	StatusUpstreamBroken     Status = "upstream_broken" // engine closed or failed mid-response
 	StatusTimeout            Status = "timeout"
+	// StatusUpstreamInvalid: the engine answered 2xx with a body or stream
+	// that is not a completion (garbage, truncated JSON); never trained on.
+	StatusUpstreamInvalid Status = "upstream_invalid"
 )
 
 // Route names the API a call used.

@@ -64,6 +64,10 @@ func promptOf(c *Call, choice int) []int32 {
 // add places a call's choices in the trie and reports whether it drifted:
 // it extends no path of the session and repeats no earlier prompt.
 func (t *trie) add(c *Call) bool {
+	if c.Status == StatusUpstreamInvalid || c.Status == StatusUpstreamError {
+		t.skipped++ // what the engine sent is not a completion: nothing to train on
+		return false
+	}
 	drifted := false
 	placed := false
 	for i := range c.Choices {

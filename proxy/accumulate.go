@@ -27,7 +27,15 @@ type accumulator struct {
 
 	injected  []injected // positions in the last body added
 	usageOnly bool       // the last chunk had empty choices and a usage object
+	bad       bool       // a body or chunk was not a JSON object
+	sawChoice bool       // a body or chunk had a choices array
 }
+
+// complete reports whether what was added reads as a completion: every
+// body or chunk a JSON object, and choices among them. An engine that
+// answers 200 with garbage or truncated JSON fails it; such a call is
+// recorded with an error status and never trained on.
+func (a *accumulator) complete() bool { return !a.bad && a.sawChoice }
 
 // injected is the position of a non-null value hone may have asked for.
 type injected struct {
@@ -65,6 +73,10 @@ func (a *accumulator) addBody(body []byte) {
 func (a *accumulator) add(body string, delta bool) {
 	a.injected = a.injected[:0]
 	nChoices, hasUsage := 0, false
+	if !gjson.Valid(body) || !gjson.Parse(body).IsObject() {
+		a.bad, a.usageOnly = true, false
+		return
+	}
 	gjson.Parse(body).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "id":
@@ -91,6 +103,7 @@ func (a *accumulator) add(body string, delta bool) {
 					CompletionTokens: int(v.Get("completion_tokens").Int()), TotalTokens: int(v.Get("total_tokens").Int())}
 			}
 		case "choices":
+			a.sawChoice = a.sawChoice || v.IsArray()
 			v.ForEach(func(_, c gjson.Result) bool {
 				nChoices++
 				a.addChoice(c, delta)

@@ -103,6 +103,10 @@ func (c *call) record(end time.Time) *capture.Call {
 	if !c.firstEvent.IsZero() {
 		rec.TTFT = c.firstEvent.Sub(c.start)
 	}
+	if rec.Status == capture.StatusOK && c.httpStatus < 400 && !c.acc.complete() {
+		rec.Status, rec.Error = capture.StatusUpstreamInvalid, "engine answered "+strconv.Itoa(c.httpStatus)+
+			" with a body that is not a completion"
+	}
 	if c.streaming && rec.Response == nil && c.acc.id != "" {
 		rec.Response = c.acc.aggregate()
 	}

@@ -90,21 +90,31 @@ func TestEngineDown(t *testing.T) {
 		}
 		wantOpenAIError(t, r, r.status)
 	})
-	t.Run("unhealthy", func(t *testing.T) {
+	t.Run("unhealthy but answering: panic mode", func(t *testing.T) {
 		stub := newStub(t)
 		stub.health.Store(500)
-		h := startHone(t, nil, stub)
-		wantOpenAIError(t, post(t, h.url, "/v1/chat/completions", chatReq(false), nil), 503)
-		stub.health.Store(0) // the engine comes back after its health check passes
 		stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status == 200 {
-				return
+		h := startHone(t, nil, stub)
+		for deadline := time.Now().Add(5 * time.Second); h.s.Ready(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("engine failing its health check counts as ready")
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		t.Fatal("engine did not come back")
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 200 {
+			t.Fatalf("status %d: the only engine is unhealthy but answers; want it tried (panic mode)", r.status)
+		}
+		if v := counterValue(t, h, "hone_upstream_panic_total"); v < 1 {
+			t.Fatalf("hone_upstream_panic_total = %v", v)
+		}
+	})
+	t.Run("unhealthy and failing", func(t *testing.T) {
+		stub := newStub(t)
+		stub.health.Store(500)
+		stub.answer = func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(503) }
+		h := startHone(t, nil, stub)
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 503 {
+			t.Fatalf("status %d, want the engine's 503", r.status)
+		}
 	})
 	t.Run("failover", func(t *testing.T) {
 		good := newStub(t)
@@ -281,4 +291,19 @@ func TestTimeouts(t *testing.T) {
 	if calls[len(calls)-1].Status != capture.StatusTimeout {
 		t.Fatalf("recorded %s, want timeout", calls[len(calls)-1].Status)
 	}
+}
+
+// counterValue reads an unlabelled counter from hone's registry.
+func counterValue(t *testing.T, h *testHone, name string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

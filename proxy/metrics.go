@@ -15,6 +15,7 @@ type metrics struct {
 	bytesOut    prometheus.Counter   // body bytes to agents
 	engineUp    *prometheus.GaugeVec // engine
 	retries     prometheus.Counter
+	panics      prometheus.Counter
 	// headerWarnings counts hone request headers ignored as invalid.
 	headerWarnings prometheus.Counter
 }
@@ -44,12 +45,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when the engine passes health checks."}, []string{"engine"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_upstream_retries_total",
 			Help: "Calls retried on another engine before any byte reached the agent."}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_upstream_panic_total",
+			Help: "Engines tried although marked unhealthy, because no healthy engine was left (panic mode)."}),
 		headerWarnings: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_header_warnings_total",
 			Help: "hone request headers ignored because their value was invalid (reported in X-Hone-Warning)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.upstream, m.overhead, m.ttft, m.openStreams, m.bytesIn, m.bytesOut, m.engineUp, m.retries,
-			m.headerWarnings)
+			m.headerWarnings, m.panics)
 	}
 	return m
 }

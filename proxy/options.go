@@ -16,12 +16,23 @@ type Options struct {
 	// /healthz and /readyz). Required when ControlListen is not loopback.
 	ControlToken string `yaml:"control_token"`
 	// ClientKeys, when set, are the API keys agents must present as
-	// "Authorization: Bearer KEY"; empty means no check.
+	// "Authorization: Bearer KEY" (or X-Api-Key / Api-Key); empty means no
+	// check.
 	ClientKeys []string `yaml:"client_keys"`
 	// StrictHeaders answers 400 to an invalid hone header; by default it is
 	// ignored and reported in X-Hone-Warning.
 	StrictHeaders bool `yaml:"strict_headers"`
 	MaxBodyBytes  int  `yaml:"max_body_bytes"`
+	// MaxHeaderBytes bounds the request head (request line and headers);
+	// past it hone answers 431.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// ReadTimeout bounds reading a request's head and body (slow clients,
+	// slowloris); answers, streams included, are not bounded by it.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConns bounds concurrent agent connections; past it new ones get 503.
+	MaxConns int `yaml:"max_conns"`
 
 	// Upstream configures the engines; it is the `engine:` section of
 	// hone's config file.
@@ -97,9 +108,13 @@ type AliasConfig struct {
 // DefaultOptions returns the defaults of every option.
 func DefaultOptions() Options {
 	return Options{
-		Listen:        ":8080",
-		ControlListen: "127.0.0.1:8081",
-		MaxBodyBytes:  32 << 20,
+		Listen:         ":8080",
+		ControlListen:  "127.0.0.1:8081",
+		MaxBodyBytes:   32 << 20,
+		MaxHeaderBytes: 64 << 10,
+		ReadTimeout:    60 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxConns:       10000,
 		Upstream: Upstream{
 			Timeouts: Timeouts{
 				Connect:   5 * time.Second,
@@ -126,8 +141,19 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("engine.token_ids: %q is not one of auto, native, tokenize, off", u.TokenIDs)
 	}
-	if o.MaxBodyBytes <= 0 {
-		return fmt.Errorf("proxy.max_body_bytes: must be > 0, got %d", o.MaxBodyBytes)
+	for key, v := range map[string]int{"max_body_bytes": o.MaxBodyBytes, "max_header_bytes": o.MaxHeaderBytes,
+		"max_conns": o.MaxConns} {
+		if v <= 0 {
+			return fmt.Errorf("proxy.%s: must be > 0, got %d", key, v)
+		}
+	}
+	if o.MaxHeaderBytes < 4<<10 {
+		return fmt.Errorf("proxy.max_header_bytes: %d is below 4096; agents' SDKs send a few KB of headers", o.MaxHeaderBytes)
+	}
+	for key, d := range map[string]time.Duration{"read_timeout": o.ReadTimeout, "idle_timeout": o.IdleTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("proxy.%s: must be > 0, got %s", key, d)
+		}
 	}
 	for i, e := range u.Engines {
 		u, err := url.Parse(e.URL)

@@ -47,6 +47,7 @@ type pool struct {
 	log     *slog.Logger
 	rr      atomic.Uint64
 	onState func(e *engine, up bool)
+	onPanic func() // a call goes to an unhealthy engine: no healthy one is left
 }
 
 func newPool(o *Options, log *slog.Logger) (*pool, error) {
@@ -64,21 +65,15 @@ func newPool(o *Options, log *slog.Logger) (*pool, error) {
 	return p, nil
 }
 
-// pick returns the engine for a call, or nil when none is healthy.
+// pick returns the engine for a call, or nil when every engine was tried.
+// When no healthy engine is left it tries the unhealthy ones (panic mode, as
+// Envoy's panic threshold does): a health check that fails, or an engine
+// that flapped, must not turn into 503s for calls the engine would answer.
 func (p *pool) pick(model, session string, exclude []*engine) *engine {
-	cands := make([]*engine, 0, len(p.engines))
-	anyServes := false
-	for _, e := range p.engines {
-		if e.healthy.Load() && !contains(exclude, e) && e.serves(model) {
-			anyServes = true
-			cands = append(cands, e)
-		}
-	}
-	if !anyServes { // model unknown to every engine (or lists not fetched yet): any healthy engine
-		for _, e := range p.engines {
-			if e.healthy.Load() && !contains(exclude, e) {
-				cands = append(cands, e)
-			}
+	cands := p.candidates(model, exclude, true)
+	if len(cands) == 0 {
+		if cands = p.candidates(model, exclude, false); len(cands) > 0 && p.onPanic != nil {
+			p.onPanic()
 		}
 	}
 	switch {
@@ -97,6 +92,26 @@ func (p *pool) pick(model, session string, exclude []*engine) *engine {
 		}
 	}
 	return best
+}
+
+// candidates are the engines not yet tried (healthy ones only, when asked)
+// that list model, or all of them when none lists it (an unknown model, or
+// lists not fetched yet).
+func (p *pool) candidates(model string, exclude []*engine, healthy bool) []*engine {
+	var cands, all []*engine
+	for _, e := range p.engines {
+		if (healthy && !e.healthy.Load()) || contains(exclude, e) {
+			continue
+		}
+		all = append(all, e)
+		if e.serves(model) {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return all
+	}
+	return cands
 }
 
 func rendezvous(cands []*engine, key string) *engine {

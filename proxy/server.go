@@ -70,6 +70,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		s.dropUp = append(s.dropUp, credentialHeaders...)
 	}
 	p.onState = func(e *engine, up bool) { s.m.engineUp.WithLabelValues(e.url).Set(b2f(up)) }
+	p.onPanic = s.m.panics.Inc
 	for _, e := range p.engines {
 		s.m.engineUp.WithLabelValues(e.url).Set(1)
 	}
@@ -78,12 +79,16 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		Handler:                       s.handle,
 		Name:                          "hone",
 		MaxRequestBodySize:            opts.MaxBodyBytes,
+		ReadBufferSize:                opts.MaxHeaderBytes, // also fasthttp's limit on the request head
 		ErrorHandler:                  s.readError,
+		SecureErrorLogMessage:         true, // fasthttp logs no request bytes either
+		Logger:                        serverLog{log},
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: true,
-		ReadTimeout:                   opts.Upstream.Timeouts.Total,
-		IdleTimeout:                   2 * time.Minute,
+		ReadTimeout:                   opts.ReadTimeout, // the request head and body; answers and streams are not bounded by it
+		IdleTimeout:                   opts.IdleTimeout,
+		Concurrency:                   opts.MaxConns,
 		CloseOnShutdown:               true,
 	}
 	return s, nil
@@ -110,12 +115,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.ShutdownWithContext(ctx)
 }
 
+// readError answers a request fasthttp could not read. The answer never
+// echoes request bytes (fasthttp's errors quote the head they were parsing).
 func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, errTooLarge)
-		return
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.fail(ctx, "other", errTooLarge)
+	case errors.As(err, &small):
+		s.fail(ctx, "other", &apiError{431, "invalid_request_error", "request_header_fields_too_large",
+			"request headers exceed " + strconv.Itoa(s.opts.MaxHeaderBytes) + " bytes (proxy.max_header_bytes)"})
+	case errors.As(err, &ne) && ne.Timeout():
+		s.fail(ctx, "other", &apiError{408, "invalid_request_error", "request_timeout",
+			"the request did not arrive within proxy.read_timeout"})
+	default:
+		s.log.Debug("unreadable request", "err", redact(err.Error()))
+		s.fail(ctx, "other", &apiError{400, "invalid_request_error", "bad_request", "cannot parse the HTTP request"})
 	}
-	writeError(ctx, &apiError{400, "invalid_request_error", "bad_request", "cannot read request: " + err.Error()})
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {

@@ -36,7 +36,7 @@ func newStub(t *testing.T) *stubEngine {
 	}
 	s := &stubEngine{t: t, ln: ln}
 	// names as they arrive on the wire, so tests see what hone forwarded
-	s.srv = &fasthttp.Server{Handler: s.handle, DisableHeaderNamesNormalizing: true}
+	s.srv = &fasthttp.Server{Handler: s.handle, DisableHeaderNamesNormalizing: true, ReadBufferSize: 64 << 10}
 	go s.srv.Serve(ln) //nolint:errcheck
 	t.Cleanup(func() { _ = s.srv.Shutdown() })
 	return s

@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/valyala/fasthttp"
+)
+
+func TestGarbageFromEngineNotTrained(t *testing.T) {
+	cases := []struct {
+		name   string
+		stream bool
+		answer func(ctx *fasthttp.RequestCtx)
+	}{
+		{"truncated json", false, func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"id":"chatcmpl-1","choices":[{"index":0,"message":{"content":"hi`)
+		}},
+		{"not json", false, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("<html>proxy error</html>") }},
+		{"json without choices", false, func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"hello":"world"}`)
+		}},
+		{"stream of garbage", true, func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("text/event-stream")
+			ctx.SetBodyString("data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {broken\n\ndata: [DONE]\n\n")
+		}},
+		{"stream without completion events", true, func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("text/event-stream")
+			ctx.SetBodyString("data: [DONE]\n\n")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := newStub(t)
+			stub.answer = tc.answer
+			h := startHone(t, nil, stub)
+			r := post(t, h.url, "/v1/chat/completions", chatReq(tc.stream), nil)
+			if r.status != 200 || len(r.body) == 0 {
+				t.Fatalf("the agent should get what the engine sent: %d %q", r.status, r.body)
+			}
+			c := waitCalls(t, h.rec, 1)[0]
+			if c.Status != capture.StatusUpstreamInvalid {
+				t.Fatalf("recorded status %q, want %q", c.Status, capture.StatusUpstreamInvalid)
+			}
+		})
+	}
+}
+
+// rawExchange writes raw bytes on a new connection and returns what comes
+// back until the server closes it or timeout passes.
+func rawExchange(t *testing.T, url string, req []byte, timeout time.Duration) ([]byte, time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	out, _ := io.ReadAll(c)
+	return out, time.Since(start)
+}
+
+func TestLimits(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat_stream", "upstream.sse"), 150*time.Millisecond)
+	var logs bytes.Buffer
+	h := startHone(t, func(o *Options) { o.MaxHeaderBytes, o.ReadTimeout = 8<<10, 300*time.Millisecond }, stub)
+	h.s.srv.Logger = serverLog{slog.New(slog.NewTextHandler(&logs, nil))}
+
+	t.Run("large headers within the limit", func(t *testing.T) {
+		r := post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{"Cookie": strings.Repeat("c", 6<<10)})
+		if r.status != 200 {
+			t.Fatalf("status %d with 6 KB of headers", r.status)
+		}
+	})
+	t.Run("over the limit: 431 without echo", func(t *testing.T) {
+		secret := "sk-secret-" + strings.Repeat("x", 20)
+		req := "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer " + secret + "\r\nX-Big: " +
+			strings.Repeat("b", 10<<10) + "\r\nContent-Length: 2\r\n\r\n{}"
+		out, _ := rawExchange(t, h.url, []byte(req), 5*time.Second)
+		if !bytes.HasPrefix(out, []byte("HTTP/1.1 431")) {
+			t.Fatalf("answer %.200q, want 431", out)
+		}
+		if bytes.Contains(out, []byte(secret)) || bytes.Contains(out, []byte("bbbbbbbb")) {
+			t.Fatalf("the error echoes the request: %.300q", out)
+		}
+	})
+	t.Run("slow head is cut at read_timeout", func(t *testing.T) {
+		out, took := rawExchange(t, h.url, []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer sk-cut-off\r\n"), 5*time.Second)
+		if took > 3*time.Second {
+			t.Fatalf("a connection that never finished its head was held %s", took)
+		}
+		if bytes.Contains(out, []byte("sk-cut-off")) {
+			t.Fatalf("answer echoes the head: %q", out)
+		}
+	})
+	t.Run("streams outlive read_timeout", func(t *testing.T) {
+		r := post(t, h.url, "/v1/chat/completions", chatReq(true), nil)
+		if r.status != 200 || r.readErr != nil || !bytes.Contains(r.body, []byte("[DONE]")) {
+			t.Fatalf("stream cut: status %d err %v body %q", r.status, r.readErr, r.body)
+		}
+	})
+	if strings.Contains(logs.String(), "sk-") {
+		t.Fatalf("a credential reached the log: %s", logs.String())
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, bad := range map[string]string{
+		`error when reading request headers: small read buffer. Buffer size=4096, contents: "POST / HTTP/1.1\r\nAuthorization: Bearer sk-1"`: "sk-1",
+		`cannot parse "Authorization: Bearer sk-2"`:                               "sk-2",
+		`x-api-key: sk-3 while reading`:                                           "sk-3",
+		`unexpected "GET /v1/models?key=sk-4 HTTP/1.1 aaaaaaaaaaaaaaaaaaaaaaaaa"`: "sk-4",
+	} {
+		if out := redact(in); strings.Contains(out, bad) {
+			t.Errorf("redact(%q) = %q keeps %s", in, out, bad)
+		}
+	}
+}
