@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -83,7 +82,7 @@ func (c *call) done() {
 	}
 	rec := c.record(now)
 	if s.needsTokenize(rec) {
-		go s.tokenizeThenRecord(context.Background(), c.eng, rec)
+		s.tokenizeLater(c.eng, rec)
 		return
 	}
 	s.rec.Record(rec)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -128,4 +129,47 @@ func TestRedact(t *testing.T) {
 			t.Errorf("redact(%q) = %q keeps %s", in, out, bad)
 		}
 	}
+}
+
+// TestTokenizeFallbackBounded: with /tokenize hanging, the fallbacks in
+// flight stay bounded (the rest are recorded at once without prompt ids),
+// and Shutdown returns within its grace.
+func TestTokenizeFallbackBounded(t *testing.T) {
+	stub := newStub(t)
+	release := make(chan struct{})
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/tokenize" {
+			<-release
+			ctx.SetBodyString(`{"count":1,"tokens":[1]}`)
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",` +
+			`"content":"x"},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5}]},"finish_reason":"stop"}]}`)
+	}
+	h := startHone(t, func(o *Options) { o.Upstream.TokenIDs = "tokenize" }, stub)
+	const calls = maxTokenizing + 6
+	for i := 0; i < calls; i++ {
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	}
+	got := waitCalls(t, h.rec, calls-maxTokenizing)
+	for _, c := range got {
+		if len(c.PromptIDs) != 0 {
+			t.Fatalf("a call past the bound waited for /tokenize")
+		}
+	}
+	if n := len(h.s.tokenizing); n != maxTokenizing {
+		t.Fatalf("%d tokenize fallbacks in flight, want the bound %d", n, maxTokenizing)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = h.s.Shutdown(ctx)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Shutdown took %s with hanging fallbacks", took)
+	}
+	close(release)
+	waitCalls(t, h.rec, calls)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -35,6 +36,9 @@ type Server struct {
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
 	dropUp  []string // request headers never forwarded upstream, any spelling
+
+	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
+	tokenizing chan struct{}  // slots of tokenize fallbacks in flight
 }
 
 // Mount serves path on the data plane with a net/http handler (used for
@@ -58,7 +62,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		return nil, err
 	}
 	s := &Server{opts: opts, rec: rec, aliases: NewAliases(opts.Aliases), pool: p, m: newMetrics(reg), log: log,
-		keys: map[string]bool{}}
+		keys: map[string]bool{}, tokenizing: make(chan struct{}, maxTokenizing)}
 	if s.rec == nil {
 		s.rec = noRecorder{}
 	}
@@ -110,9 +114,19 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting calls and waits for in-flight ones (streams
 // included) until ctx ends.
+// Background work (tokenize fallbacks) gets what is left of ctx, then is
+// cancelled: a call still waiting for /tokenize is recorded without prompt
+// ids.
 func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.ShutdownWithContext(ctx)
+	done := make(chan struct{})
+	go func() { s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	s.cancel()
-	return s.srv.ShutdownWithContext(ctx)
+	return err
 }
 
 // readError answers a request fasthttp could not read. The answer never

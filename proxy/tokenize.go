@@ -24,11 +24,37 @@ func (s *Server) needsTokenize(rec *capture.Call) bool {
 	return len(rec.Choices) > 0 && len(rec.Choices[0].PromptIDs) == 0
 }
 
+// maxTokenizing bounds the /tokenize fallbacks in flight.
+const maxTokenizing = 64
+
+// tokenizeLater runs the /tokenize fallback of a finished call in the
+// background, bounded and owned by the server (Shutdown waits for it). When
+// maxTokenizing are already running, the call is recorded without prompt
+// ids rather than queueing without bound.
+func (s *Server) tokenizeLater(e *engine, rec *capture.Call) {
+	select {
+	case s.tokenizing <- struct{}{}:
+	default:
+		s.log.Warn("too many tokenize fallbacks in flight; call recorded without prompt ids", "call", rec.ID)
+		s.rec.Record(rec)
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer func() { <-s.tokenizing }()
+		s.tokenizeThenRecord(s.ctx, e, rec)
+	}()
+}
+
 // tokenizeThenRecord asks the engine to tokenize the call's prompt the way
 // it rendered it, fills in the prompt ids and hands the call over. It runs
 // after the agent has its response.
 func (s *Server) tokenizeThenRecord(ctx context.Context, e *engine, rec *capture.Call) {
 	ids, err := s.tokenize(ctx, e, rec)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		s.log.Warn("tokenize fallback failed; call recorded without prompt ids", "call", rec.ID, "err", err)
 	} else if rec.Route == capture.RouteChat {
