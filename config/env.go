@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -13,12 +14,18 @@ import (
 // selection.sample_rate → HONE_SELECTION_SAMPLE_RATE). Lists of strings are
 // comma-separated (HONE_ENGINE_URLS is special: a comma-separated list of
 // engine URLs).
+//
+// A HONE_* variable that is neither a key nor in OtherEnv stops hone, as an
+// unknown YAML key does, so a misspelt variable is not silently ignored.
 func applyEnv(c *Config, env []string) error {
 	vars := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "HONE_") {
 			vars[k] = v
 		}
+	}
+	if err := checkEnv(vars); err != nil {
+		return err
 	}
 	if v, ok := vars["HONE_ENGINE_URLS"]; ok {
 		c.Engine.Engines = nil
@@ -28,12 +35,158 @@ func applyEnv(c *Config, env []string) error {
 			}
 		}
 	}
-	return walk(reflect.ValueOf(c).Elem(), "HONE", vars)
+	return walk(reflect.ValueOf(c).Elem(), "HONE", func(name string, fv reflect.Value) error {
+		s, ok := vars[name]
+		if !ok {
+			return nil
+		}
+		if err := setScalar(fv, s); err != nil {
+			return fmt.Errorf("%s=%q: %w", name, s, err)
+		}
+		return nil
+	})
+}
+
+// OtherEnv lists the HONE_* variables that are not configuration keys but
+// may be set where hone runs; a name ending in "*" is a prefix. The tests and
+// benchmarks read some, the example and acceptance scripts others:
+//
+//	HONE_ENGINE_URLS                       engine.engines as url1,url2 (read by hone)
+//	HONE_REQUIRE_PARITY, HONE_REQUIRE_NODE  tests fail instead of skipping without python3-torch / node
+//	HONE_UPDATE_GOLDEN                     tests rewrite their golden files
+//	HONE_CRASH_ROUNDS                      rounds of the crash-recovery test (make crash-test)
+//	HONE_BENCH_*                           benchmark knobs (bench/, *_bench_test.go)
+//	HONE_EXPECT, HONE_MAX_TOKENS           acceptance/*.mjs and examples/*.mjs
+var OtherEnv = []string{
+	"HONE_ENGINE_URLS",
+	"HONE_REQUIRE_PARITY", "HONE_REQUIRE_NODE",
+	"HONE_UPDATE_GOLDEN",
+	"HONE_CRASH_ROUNDS",
+	"HONE_BENCH_*",
+	"HONE_EXPECT", "HONE_MAX_TOKENS",
+}
+
+// EnvKeys returns the HONE_* variable of every configuration key, sorted.
+func EnvKeys() []string {
+	c := Default()
+	var names []string
+	_ = walk(reflect.ValueOf(&c).Elem(), "HONE", func(name string, _ reflect.Value) error {
+		names = append(names, name)
+		return nil
+	})
+	sort.Strings(names)
+	return names
+}
+
+// CheckEnv refuses HONE_* variables of env ("K=V" pairs) that are neither
+// configuration keys nor in OtherEnv, suggesting the nearest key.
+func CheckEnv(env []string) error {
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "HONE_") {
+			vars[k] = v
+		}
+	}
+	return checkEnv(vars)
+}
+
+func checkEnv(vars map[string]string) error {
+	if len(vars) == 0 {
+		return nil
+	}
+	keys := EnvKeys()
+	known := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		known[k] = true
+	}
+	var bad []string
+	for name := range vars {
+		if !known[name] && !otherEnv(name) {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	msgs := make([]string, len(bad))
+	for i, name := range bad {
+		msgs[i] = "unknown environment variable " + name
+		if s := suggestEnv(name, keys); s != "" {
+			msgs[i] += " (did you mean " + s + "?)"
+		}
+	}
+	return fmt.Errorf("%s: HONE_* variables set configuration keys (the key path upper-cased, "+
+		"e.g. HONE_PROXY_CONTROL_TOKEN for proxy.control_token; see config.example.yaml); unset it or fix the name",
+		strings.Join(msgs, "; "))
+}
+
+func otherEnv(name string) bool {
+	for _, o := range OtherEnv {
+		if p, ok := strings.CutSuffix(o, "*"); ok && strings.HasPrefix(name, p) || o == name {
+			return true
+		}
+	}
+	return false
+}
+
+// suggestEnv names the key nearest to an unknown variable: the closest by
+// edit distance when it is close (a typo), else the keys ending in the same
+// words, shortest first (a section left out: HONE_LISTEN → HONE_PROXY_LISTEN
+// or HONE_PROXY_CONTROL_LISTEN).
+func suggestEnv(name string, keys []string) string {
+	best, bestD := "", -1
+	for _, k := range keys {
+		if d := editDistance(name, k); bestD < 0 || d < bestD {
+			best, bestD = k, d
+		}
+	}
+	rest := strings.TrimPrefix(name, "HONE_")
+	if bestD >= 0 && bestD <= max(2, len(rest)/4) {
+		return best
+	}
+	var tail []string // keys ending in _REST, shortest first
+	for _, k := range keys {
+		if strings.HasSuffix(k, "_"+rest) {
+			tail = append(tail, k)
+		}
+	}
+	sort.SliceStable(tail, func(i, j int) bool { return len(tail[i]) < len(tail[j]) })
+	switch {
+	case len(tail) == 1:
+		return tail[0]
+	case len(tail) > 1 && len(tail) <= 3:
+		return strings.Join(tail[:len(tail)-1], ", ") + " or " + tail[len(tail)-1]
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-func walk(v reflect.Value, prefix string, vars map[string]string) error {
+// walk calls fn with the HONE_* name and value of every non-struct field
+// under v (structs are walked into; an inline struct adds no name).
+func walk(v reflect.Value, prefix string, fn func(name string, fv reflect.Value) error) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -47,17 +200,13 @@ func walk(v reflect.Value, prefix string, vars map[string]string) error {
 		}
 		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct {
-			if err := walk(fv, name, vars); err != nil {
+			if err := walk(fv, name, fn); err != nil {
 				return err
 			}
 			continue
 		}
-		s, ok := vars[name]
-		if !ok {
-			continue
-		}
-		if err := setScalar(fv, s); err != nil {
-			return fmt.Errorf("%s=%q: %w", name, s, err)
+		if err := fn(name, fv); err != nil {
+			return err
 		}
 	}
 	return nil
