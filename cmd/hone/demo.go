@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,11 +41,11 @@ func runDemo(ctx context.Context, args []string) error {
 
 // demoData prints the task split as JSON.
 func demoData(args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("demo data", flag.ContinueOnError)
+	fs := newFlags("demo data", "demo data [flags]", "Prints the demo's task split (training and held-out problems) as JSON.")
 	seed := fs.Int64("seed", 1, "task seed")
 	nTrain := fs.Int("train", 256, "training problems")
 	nHeld := fs.Int("held-out", 64, "held-out problems")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	enc := json.NewEncoder(w)
@@ -56,7 +55,8 @@ func demoData(args []string, w io.Writer) error {
 
 // demoPrepare writes the SFT warm-started tiny model.
 func demoPrepare(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo prepare", flag.ContinueOnError)
+	fs := newFlags("demo prepare", "demo prepare [flags]",
+		"Writes the SFT warm-started tiny model the demo and hone serve start from (make tiny-model).")
 	o := demo.DefaultPrepareOptions(shippedModel)
 	st := demo.Stage{LR: 2e-3, DigitWeight: 4, Seed: 1}
 	fs.StringVar(&o.Out, "out", o.Out, "model folder to write")
@@ -67,7 +67,7 @@ func demoPrepare(ctx context.Context, args []string) error {
 	fs.IntVar(&st.Steps, "steps", 0, "run one stage of this many steps instead of the default stages")
 	fs.Float64Var(&st.LR, "lr", st.LR, "peak learning rate of the --steps stage")
 	fs.Int64Var(&st.Seed, "data-seed", st.Seed, "demonstration seed of the --steps stage")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if st.Steps > 0 {
@@ -87,7 +87,11 @@ type demoFlags struct {
 }
 
 func parseDemoFlags(args []string) (demoFlags, error) {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlags("demo", "demo [flags]\n       hone demo data [flags]\n       hone demo prepare [flags]",
+		"Runs the closed loop in one process (embedded engine, proxy, in-process trainer) with an agent that\n"+
+			"solves arithmetic tasks with a calculator tool, and reports the held-out solve rate before and after\n"+
+			"training. 'demo data' prints the task split, 'demo prepare' writes the warm-started tiny model\n"+
+			"('hone demo data --help', 'hone demo prepare --help').")
 	var f demoFlags
 	fs.StringVar(&f.model, "model", "", "model folder (default: the shipped prepared tiny model)")
 	fs.StringVar(&f.out, "out", filepath.Join("data", "demo"), "folder for reward.png, demo.jsonl, train-steps.jsonl and hone.log")
@@ -100,7 +104,7 @@ func parseDemoFlags(args []string) (demoFlags, error) {
 	fs.IntVar(&f.maxTokens, "max-tokens", 96, "max_tokens per model call")
 	fs.Float64Var(&f.temperature, "temperature", 0.7, "sampling temperature of training attempts")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "trainer learning rate")
-	return f, fs.Parse(args)
+	return f, fs.parse(args)
 }
 
 // demoConfig is hone serve's configuration with the trainer on, tuned for

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,7 +16,9 @@ func init() {
 
 func runEngine(ctx context.Context, args []string) error {
 	opts := engine.DefaultOptions()
-	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
+	fs := newFlags("engine", "engine --model DIR [flags]",
+		"Serves a model folder with the embedded CPU inference engine: vLLM's OpenAI-compatible API\n"+
+			"(/v1/chat/completions, /v1/completions, /v1/models, LoRA load/unload, sleep/wake).")
 	fs.StringVar(&opts.ModelDir, "model", "", "model folder (config.json, model.safetensors, tokenizer files)")
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve the API on")
 	fs.StringVar(&opts.ServedModelName, "served-model-name", "", "model name clients use (default: --model)")
@@ -31,14 +31,11 @@ func runEngine(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.ReasoningParser, "reasoning-parser", opts.ReasoningParser, `reasoning parser: "qwen3" or "none"`)
 	fs.StringVar(&opts.ReasoningField, "reasoning-field", opts.ReasoningField, "reasoning | reasoning_content | both")
 	fs.StringVar(&opts.ToolCallParser, "tool-call-parser", opts.ToolCallParser, `tool call parser: "hermes" or "none"`)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if opts.ModelDir == "" {
-		return errors.New("--model is required")
+		return usagef("--model is required (usage: hone %s)", fs.synopsis)
 	}
 	opts.Version = version
 	e, err := engine.New(ctx, opts)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,17 +15,19 @@ func init() {
 }
 
 func runExport(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs := newFlags("export", "export [flags]",
+		"Writes the captured trajectories and steps as JSONL or Parquet rows. It opens the store itself:\n"+
+			"stop hone serve first (or read GET /v1/experiences from its control plane).")
 	data := fs.String("data", "./data", "hone data directory (the store is DATA/capture)")
 	format := fs.String("format", "jsonl", "jsonl or parquet")
 	outPath := fs.String("out", "-", "output file (- for stdout)")
-	kinds := fs.String("kind", "trajectory,step", "row kinds: trajectory, step or both")
+	kinds := fs.String("kind", "trajectory,step", "row kinds: trajectory, step or trajectory,step")
 	states := fs.String("state", "", "comma-separated session states (default: all)")
 	task := fs.String("task", "", "only sessions of this task (X-Hone-Task / Trinity task_id)")
 	var filt timeFilter
 	fs.Var(&filt.since, "since", "sessions created at or after (RFC3339, 2006-01-02 or a duration ago like 24h)")
 	fs.Var(&filt.until, "until", "sessions created before (same forms as --since)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	f := capture.ExportFilter{Since: filt.since.t, Until: filt.until.t, Task: *task}
@@ -37,7 +38,7 @@ func runExport(ctx context.Context, args []string) error {
 		case capture.KindStep:
 			f.Steps = true
 		default:
-			return fmt.Errorf("--kind %q: want trajectory, step or both", k)
+			return usagef("--kind %q: want trajectory, step or trajectory,step", k)
 		}
 	}
 	for _, st := range strings.Split(*states, ",") {

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,28 +18,32 @@ func init() {
 }
 
 func runModel(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "init" {
-		return errors.New("usage: hone model init --arch qwen3 --preset tiny|small|qwen3-0.6b-shape --out DIR")
+	if err := subcommandHelp(args, "model init --out DIR [flags]",
+		"Model tools. 'model init' writes a randomly initialised model folder ('hone model init --help')."); err != nil {
+		return err
 	}
-	return modelInit(ctx, args[1:], os.Stderr)
+	if args[0] != "init" {
+		return usagef("unknown model command %q: want init", args[0])
+	}
+	return modelInit(ctx, args[1:])
 }
 
 // modelInit writes config.json, model.safetensors, tokenizer.json and
 // tokenizer_config.json. tiny and small take their vocabulary size from the
 // character tokenizer; qwen3-0.6b-shape keeps Qwen3's 151936 rows.
-func modelInit(_ context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func modelInit(_ context.Context, args []string) error {
+	fs := newFlags("model init", "model init --out DIR [flags]",
+		"Writes config.json, model.safetensors and tokenizer files of a randomly initialised Qwen3-shaped model.")
 	arch := fs.String("arch", "qwen3", "architecture (only qwen3)")
 	preset := fs.String("preset", "tiny", "shape: "+strings.Join(model.PresetNames(), ", "))
 	out := fs.String("out", "", "output folder (required)")
 	seed := fs.Int64("seed", 1, "random seed for the weights")
 	tokDir := fs.String("tokenizer", "", "copy tokenizer.json and tokenizer_config.json from this folder instead of writing a character tokenizer")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *out == "" {
-		return errors.New("model init: --out is required")
+		return usagef("model init: --out is required")
 	}
 	if *arch != "qwen3" {
 		return fmt.Errorf("model init: --arch %q is not supported (only qwen3)", *arch)

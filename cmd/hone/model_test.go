@@ -15,7 +15,7 @@ import (
 
 func TestModelInitTiny(t *testing.T) {
 	dir := t.TempDir()
-	if err := modelInit(context.Background(), []string{"--preset", "tiny", "--out", dir}, io.Discard); err != nil {
+	if err := modelInit(context.Background(), []string{"--preset", "tiny", "--out", dir}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := model.Load(dir, cpu.New(1))
@@ -49,7 +49,7 @@ func TestModelInitRejectsBadFlags(t *testing.T) {
 		{"--preset", "nope", "--out", t.TempDir()},
 		{"--arch", "gpt2", "--out", t.TempDir()},
 	} {
-		if err := modelInit(context.Background(), args, io.Discard); err == nil {
+		if err := modelInit(context.Background(), args); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
@@ -84,7 +84,7 @@ func TestModelInitWithQwen3Tokenizer(t *testing.T) {
 	}
 	dir := t.TempDir()
 	args := []string{"--preset", "tiny", "--out", dir, "--tokenizer", tokDir}
-	if err := modelInit(context.Background(), args, io.Discard); err != nil {
+	if err := modelInit(context.Background(), args); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := model.LoadConfig(dir + "/config.json")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,9 +30,12 @@ func init() {
 const shippedModel = "testdata/tiny-model"
 
 func runServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	sf := config.NewServeFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("serve", "serve [flags]",
+		"Runs the proxy: the OpenAI API for agents (data plane), capture, and the control plane (feedback,\n"+
+			"experiences, admin, metrics). Without --engine it starts the embedded CPU engine; --train adds the\n"+
+			"in-process trainer. Settings: defaults < --config FILE < HONE_* variables < flags (config.example.yaml).")
+	sf := config.NewServeFlags(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	c, err := config.Load(sf.ConfigFile, os.Environ())
@@ -177,7 +179,7 @@ func resolveModel(ctx context.Context, c *config.Config) (string, error) {
 		return dir, nil
 	}
 	slog.Info("no model given: making a random tiny model", "dir", dir)
-	if err := modelInit(ctx, []string{"--preset", "tiny", "--out", dir}, os.Stderr); err != nil {
+	if err := modelInit(ctx, []string{"--preset", "tiny", "--out", dir}); err != nil {
 		return "", err
 	}
 	return dir, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,28 +36,72 @@ func openCapture(dataDir string) (*capture.Store, error) {
 	return s, nil
 }
 
+// tracesAbout is hone traces' help.
+const tracesAbout = `Inspects the trace store (DATA/capture). It opens the store itself: stop hone serve first, or read
+through its control plane (GET /v1/sessions/{id}, GET /v1/experiences).
+
+  ls      sessions with their state, calls, reward, task and model
+  show    one session's transcript: token counts, mean logprob, reward, policy version
+  stats   sessions by state, calls, rewards, drift, ready-queue cursor, store size
+  gc      delete consumed and dropped sessions (--state, --older-than); --dry-run lists them
+
+'hone traces SUB --help' lists a subcommand's flags.`
+
 func runTraces(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: hone traces ls|show|stats|gc [--data DIR] [flags]")
+	if err := subcommandHelp(args, "traces ls|show SESSION|stats|gc [--data DIR] [flags]", tracesAbout); err != nil {
+		return err
 	}
 	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("traces "+sub, flag.ContinueOnError)
+	synopsis := map[string]string{
+		"ls":    "traces ls [--data DIR] [--state S] [--task T] [--since T] [--until T] [--limit N]",
+		"show":  "traces show [--data DIR] SESSION",
+		"stats": "traces stats [--data DIR]",
+		"gc":    "traces gc [--data DIR] [--state S] [--older-than D] [--dry-run]",
+	}[sub]
+	if synopsis == "" {
+		return usagef("unknown traces command %q: want ls, show, stats or gc", sub)
+	}
+	fs := newFlags("traces "+sub, synopsis, "")
 	data := fs.String("data", "./data", "hone data directory (the store is DATA/capture)")
-	var filt timeFilter
-	state := fs.String("state", "", "only sessions in this state (ls, gc)")
-	task := fs.String("task", "", "ls: only sessions of this task")
-	limit := fs.Int("limit", 100, "max sessions listed (ls; 0: all)")
-	olderThan := fs.Duration("older-than", 0, "gc: only sessions that entered their state longer ago than this")
-	fs.Var(&filt.since, "since", "ls: sessions created at or after (RFC3339, 2006-01-02 or a duration ago like 24h)")
-	fs.Var(&filt.until, "until", "ls: sessions created before (same forms as --since)")
-	if err := fs.Parse(args); err != nil {
+	var (
+		filt      timeFilter
+		state     = new(string)
+		task      = new(string)
+		limit     = new(int)
+		olderThan = new(time.Duration)
+		dryRun    = new(bool)
+	)
+	switch sub {
+	case "ls":
+		fs.about = "Lists sessions (oldest in state first with --state, else by id)."
+		fs.StringVar(state, "state", "", "only sessions in this state ("+stateNames()+")")
+		fs.StringVar(task, "task", "", "only sessions of this task")
+		fs.IntVar(limit, "limit", 100, "max sessions listed (0: all)")
+		fs.Var(&filt.since, "since", "sessions created at or after (RFC3339, 2006-01-02 or a duration ago like 24h)")
+		fs.Var(&filt.until, "until", "sessions created before (same forms as --since)")
+	case "show":
+		fs.about = "Prints a session's transcript: each call's new messages and reply, token counts, mean logprob,\nreward and the policy version that served it."
+		fs.maxArgs = 1
+	case "stats":
+		fs.about = "Counts sessions by state, calls, rewarded sessions and drift; shows the ready-queue cursor and store size."
+	case "gc":
+		fs.about = "Deletes sessions that entered their state longer ago than --older-than (all of them without it):\n" +
+			"consumed and dropped ones, or those of --state. --dry-run lists them and deletes nothing."
+		fs.StringVar(state, "state", "", "only sessions in this state (default: consumed and dropped)")
+		fs.DurationVar(olderThan, "older-than", 0, "only sessions that entered their state longer ago than this")
+		fs.BoolVar(dryRun, "dry-run", false, "list what gc would delete; delete nothing")
+	}
+	if err := fs.parse(args); err != nil {
 		return err
+	}
+	if sub == "show" && fs.NArg() != 1 {
+		return usagef("usage: hone %s", synopsis)
 	}
 	f := capture.ExportFilter{Since: filt.since.t, Until: filt.until.t, Task: *task}
 	if *state != "" {
 		st, err := capture.ParseState(*state)
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		f.States = []capture.State{st}
 	}
@@ -69,28 +112,63 @@ func runTraces(ctx context.Context, args []string) error {
 	defer s.Close()
 	switch sub {
 	case "ls":
-		return tracesLs(ctx, s, f, *limit, os.Stdout)
+		return tracesLs(ctx, s, f, *limit, stdout)
 	case "show":
-		if fs.NArg() != 1 {
-			return errors.New("usage: hone traces show [--data DIR] SESSION")
-		}
-		return tracesShow(ctx, s, fs.Arg(0), os.Stdout)
+		return tracesShow(ctx, s, fs.Arg(0), stdout)
 	case "stats":
-		return tracesStats(ctx, s, os.Stdout)
-	case "gc":
-		var st capture.State
-		if len(f.States) == 1 {
-			st = f.States[0]
+		return tracesStats(ctx, s, stdout)
+	}
+	var st capture.State
+	if len(f.States) == 1 {
+		st = f.States[0]
+	}
+	cutoff := time.Time{}
+	if *olderThan > 0 {
+		cutoff = time.Now().Add(-*olderThan)
+	}
+	if *dryRun {
+		return tracesGCDryRun(ctx, s, st, cutoff, stdout)
+	}
+	n, err := s.GC(ctx, st, cutoff)
+	fmt.Fprintf(stdout, "deleted %d sessions\n", n)
+	return err
+}
+
+func stateNames() string {
+	names := make([]string, len(capture.States))
+	for i, st := range capture.States {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+// tracesGCDryRun lists the sessions Store.GC(st, cutoff) would delete: those
+// in st (consumed and dropped when empty) that entered it before cutoff
+// (any time when zero).
+func tracesGCDryRun(ctx context.Context, s *capture.Store, st capture.State, cutoff time.Time, out io.Writer) error {
+	states := []capture.State{capture.StateConsumed, capture.StateDropped}
+	if st != "" {
+		states = []capture.State{st}
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tSTATE\tCALLS\tSINCE")
+	n := 0
+	err := s.Sessions(ctx, capture.ExportFilter{States: states}, func(rec *capture.Session) error {
+		if !cutoff.IsZero() && !rec.Since.Before(cutoff) {
+			return nil
 		}
-		cutoff := time.Time{}
-		if *olderThan > 0 {
-			cutoff = time.Now().Add(-*olderThan)
-		}
-		n, err := s.GC(ctx, st, cutoff)
-		fmt.Printf("deleted %d sessions\n", n)
+		n++
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", rec.ID, rec.State, rec.Calls, rec.Since.Local().Format(time.DateTime))
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("unknown traces command %q: want ls, show, stats or gc", sub)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "would delete %d sessions (dry run: nothing deleted)\n", n)
+	return err
 }
 
 func tracesLs(ctx context.Context, s *capture.Store, f capture.ExportFilter, limit int, out io.Writer) error {

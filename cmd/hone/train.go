@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	honeconfig "github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/curves"
@@ -38,15 +38,23 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// tokenEnv is the control-plane token's variable, the one hone serve reads
+// for proxy.control_token, so one export serves both ends.
+const tokenEnv = "HONE_PROXY_CONTROL_TOKEN"
+
 func runTrain(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "plot" {
 		return trainPlot(args[1:])
 	}
 	opts := trainer.DefaultOptions()
 	var from, engines listFlag
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs := newFlags("train", "train --from URL [--from URL...] --model DIR [--engine URL...] [flags]\n"+
+		"       hone train plot --log FILE [--out curves.png]",
+		"Trains LoRA policies (or full weights) on the experiences hone serve captured, pulled from its\n"+
+			"control plane, publishes each version to the engines and swaps the policy alias.\n"+
+			"'hone train plot' draws the step log's curves ('hone train plot --help').")
 	fs.Var(&from, "from", "proxy control-plane URL to pull experiences from (repeatable)")
-	token := fs.String("token", os.Getenv("HONE_CONTROL_TOKEN"), "control-plane bearer token (default $HONE_CONTROL_TOKEN)")
+	token := fs.String("token", "", "control-plane bearer token (default $"+tokenEnv+", as for hone serve)")
 	modelDir := fs.String("model", "", "base model folder (config.json, model.safetensors)")
 	config := fs.String("config", "", "YAML file whose trainer: section sets the options (flags override)")
 	fs.Var(&engines, "engine", "engine base URL to publish to, URL or URL#sglang (repeatable; none: write only)")
@@ -60,8 +68,14 @@ func runTrain(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.ServedModel, "served-model", "", "the engines' base model name (full mode)")
 	fs.IntVar(&opts.BatchSessions, "train-batch", opts.BatchSessions, "ready sessions per step")
 	fs.StringVar(&opts.MetricsLog, "metrics-log", "", "JSONL step log")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
+	}
+	if err := honeconfig.CheckEnv(os.Environ()); err != nil {
+		return err
+	}
+	if *token == "" {
+		*token = os.Getenv(tokenEnv)
 	}
 	if *config != "" {
 		if err := loadTrainConfig(*config, &opts); err != nil {
@@ -70,7 +84,7 @@ func runTrain(ctx context.Context, args []string) error {
 		_ = fs.Parse(args) // flags win over the file
 	}
 	if len(from) == 0 || *modelDir == "" {
-		return errors.New("usage: hone train --from URL [--from URL...] --model DIR [--engine URL...] [--name alias]")
+		return usagef("--from and --model are required (usage: hone %s)", strings.Split(fs.synopsis, "\n")[0])
 	}
 	if len(admins) == 0 {
 		admins = from
@@ -153,14 +167,16 @@ func runSteps(ctx context.Context, t *trainer.Trainer, limit int, every time.Dur
 }
 
 func trainPlot(args []string) error {
-	fs := flag.NewFlagSet("train plot", flag.ContinueOnError)
-	logPath := fs.String("log", "", "JSONL step log written by the trainer (--metrics-log)")
+	fs := newFlags("train plot", "train plot --log FILE [--out curves.png]",
+		"Draws the training curves of a step log (reward, advantage, loss, KL, clip fraction, grad norm,\n"+
+			"tokens/s, learning rate) into a PNG.")
+	logPath := fs.String("log", "", "JSONL step log written by the trainer (--metrics-log, trainer.metrics_log)")
 	out := fs.String("out", "curves.png", "PNG to write")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *logPath == "" {
-		return errors.New("usage: hone train plot --log FILE [--out curves.png]")
+		return usagef("--log is required (usage: hone %s)", fs.synopsis)
 	}
 	f, err := os.Open(*logPath)
 	if err != nil {

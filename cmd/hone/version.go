@@ -12,6 +12,9 @@ var version = "dev"
 
 func init() {
 	register("version", "print the version", func(ctx context.Context, args []string) error {
+		if err := newFlags("version", "version", "Prints hone's version, commit and platform.").parse(args); err != nil {
+			return err
+		}
 		rev := ""
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, s := range bi.Settings {
