@@ -29,8 +29,12 @@ COPY --from=build /out/hone /usr/local/bin/hone
 # hone serve uses testdata/tiny-model (relative to the working folder) when
 # no --model or --engine is given.
 COPY --chown=hone:hone testdata/tiny-model /app/testdata/tiny-model
+# The data plane listens on every interface here (hone's own default is
+# 127.0.0.1:8080, the sidecar case). To change it pass --listen or set
+# HONE_PROXY_LISTEN: the variable wins over a config file's proxy.listen.
 ENV HONE_DATA=/data \
-    HONE_TRAINER_CHECKPOINT_DIR=/checkpoints
+    HONE_TRAINER_CHECKPOINT_DIR=/checkpoints \
+    HONE_PROXY_LISTEN=0.0.0.0:8080
 VOLUME ["/data", "/checkpoints"]
 # 8080: data plane (OpenAI API for agents). 8081: control plane (feedback,
 # experiences, admin, metrics, /healthz); it listens on loopback unless
@@ -40,4 +44,4 @@ USER hone
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD wget -q -O /dev/null http://127.0.0.1:8081/healthz || exit 1
 ENTRYPOINT ["hone"]
-CMD ["serve", "--listen", "0.0.0.0:8080"]
+CMD ["serve"]
