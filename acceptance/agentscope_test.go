@@ -31,6 +31,7 @@ func startHoneWithStore(t *testing.T, engineURL string) (data, control string) {
 	t.Cleanup(func() { store.Close() })
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL}}
+	o.DataPlaneFeedback = proxy.FeedbackLoopback // the TrainingRunner sends /feedback to its one base URL
 	s, err := proxy.New(o, store, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)

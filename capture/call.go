@@ -45,6 +45,10 @@ type Admission struct {
 	Model  string // model name the agent asked for
 	Hone   HoneHeaders
 	Body   []byte // request body as the agent sent it
+	// Owner identifies the client key the call came with (a hash, never the
+	// key; "" without client keys). A session belongs to the owner of its
+	// first call.
+	Owner string
 }
 
 // Verdict is the recorder's answer to an Admission.

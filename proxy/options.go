@@ -19,6 +19,10 @@ type Options struct {
 	// "Authorization: Bearer KEY" (or X-Api-Key / Api-Key); empty means no
 	// check.
 	ClientKeys []string `yaml:"client_keys"`
+	// DataPlaneFeedback serves /feedback, /commit, /v1/feedback and
+	// /v1/commit on the data plane too: off (default), keys or loopback (see
+	// feedback.go).
+	DataPlaneFeedback string `yaml:"data_plane_feedback"`
 	// StrictHeaders answers 400 to an invalid hone header; by default it is
 	// ignored and reported in X-Hone-Warning.
 	StrictHeaders bool `yaml:"strict_headers"`
@@ -125,7 +129,8 @@ func DefaultOptions() Options {
 			Health:   HealthOptions{Interval: 5 * time.Second, Timeout: 2 * time.Second, FailAfter: 3},
 			TokenIDs: "auto",
 		},
-		ShutdownGrace: 30 * time.Second,
+		ShutdownGrace:     30 * time.Second,
+		DataPlaneFeedback: FeedbackOff,
 		Headers: HeaderNames{
 			Session: "X-Hone-Session", Task: "X-Hone-Task", Train: "X-Hone-Train", Tags: "X-Hone-Tags",
 			Reward: "X-Hone-Reward", Commit: "X-Hone-Commit", Call: "X-Hone-Call", Policy: "X-Hone-Policy",
@@ -172,6 +177,16 @@ func (o *Options) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("engine.%s: must be > 0, got %s", name, d)
 		}
+	}
+	switch o.DataPlaneFeedback {
+	case FeedbackOff, FeedbackLoopback:
+	case FeedbackKeys:
+		if len(o.ClientKeys) == 0 {
+			return fmt.Errorf("proxy.data_plane_feedback: keys needs proxy.client_keys: without keys anyone " +
+				"reaching the data plane could reward any session")
+		}
+	default:
+		return fmt.Errorf("proxy.data_plane_feedback: %q is not one of off, keys, loopback", o.DataPlaneFeedback)
 	}
 	if o.ControlToken == "" && !isLoopback(o.ControlListen) {
 		return fmt.Errorf("proxy.control_listen: %q is not a loopback address and proxy.control_token is empty: "+

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // Server is hone's data plane: an OpenAI-compatible reverse proxy.
@@ -39,16 +37,6 @@ type Server struct {
 
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
 	tokenizing chan struct{}  // slots of tokenize fallbacks in flight
-}
-
-// Mount serves path on the data plane with a net/http handler (used for
-// /feedback and /commit, which Trinity-RFT clients send to the same base URL
-// as their chat calls). Call it before Serve.
-func (s *Server) Mount(path string, h http.Handler) {
-	if s.mounted == nil {
-		s.mounted = map[string]fasthttp.RequestHandler{}
-	}
-	s.mounted[path] = fasthttpadaptor.NewFastHTTPHandler(h)
 }
 
 // New returns a data plane for opts. rec may be nil (nothing is captured);
@@ -152,21 +140,19 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := string(ctx.Path())
 	if h, ok := s.mounted[path]; ok {
-		if len(s.keys) > 0 && !s.authorized(ctx) {
-			s.fail(ctx, "auth", errUnauthorized)
-			return
-		}
-		h(ctx)
+		s.serveMounted(ctx, h)
 		return
 	}
 	if !bytes.HasPrefix(ctx.Path(), []byte("/v1/")) {
 		s.fail(ctx, "other", errNotFound)
 		return
 	}
-	if len(s.keys) > 0 && !s.authorized(ctx) {
+	key, ok := s.clientKey(ctx)
+	if len(s.keys) > 0 && !ok {
 		s.fail(ctx, "auth", errUnauthorized)
 		return
 	}
+	ctx.SetUserValue(ownerKey{}, ownerOf(key))
 	switch {
 	case ctx.IsPost() && path == "/v1/chat/completions":
 		s.handleCall(ctx, capture.RouteChat)
@@ -179,15 +165,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// authorized reports whether the agent presented one of proxy.client_keys,
-// in any of the credential headers agents' SDKs use.
-func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+// clientKey returns the one of proxy.client_keys the agent presented, in
+// any of the credential headers agents' SDKs use.
+func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 	for _, k := range clientKeys(&ctx.Request.Header) {
 		if s.keys[k] {
-			return true
+			return k, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
@@ -223,7 +209,9 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
 	}
 	c.id = "call-" + uuid.NewString()
-	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body})
+	owner, _ := ctx.UserValue(ownerKey{}).(string)
+	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body,
+		Owner: owner})
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error()})
