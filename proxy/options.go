@@ -112,7 +112,7 @@ type AliasConfig struct {
 // DefaultOptions returns the defaults of every option.
 func DefaultOptions() Options {
 	return Options{
-		Listen:         ":8080",
+		Listen:         "127.0.0.1:8080", // the sidecar case; containers set 0.0.0.0:8080
 		ControlListen:  "127.0.0.1:8081",
 		MaxBodyBytes:   32 << 20,
 		MaxHeaderBytes: 64 << 10,
