@@ -121,4 +121,18 @@ type Call struct {
 
 	// NewSession is Verdict.New: the writer skips looking the session up.
 	NewSession bool `json:"-"`
+
+	// Owner is Admission.Owner. It is not part of the call record: the
+	// session records the owner of its first call, and a call of another
+	// owner that names the session is stored in a session of its own
+	// (see doc.go, Ownership).
+	Owner string `json:"-"`
+
+	// Durable, when non-nil, receives exactly one value once the call and
+	// what its X-Hone-Reward / X-Hone-Commit settle (reward, commit, ready
+	// experiences) are synced to disk: nil, or the error that kept them from
+	// being stored (queue full, store closed, invalid call, write failure).
+	// It must have room for that value (capacity >= 1): the writer never
+	// waits on it. Never encoded.
+	Durable chan<- error `json:"-"`
 }

@@ -61,6 +61,23 @@ type Session struct {
 	Closed   string    `json:"closed_by,omitempty"` // commit, header, idle, trinity
 	Drift    int       `json:"drift"`
 	Cursors  []uint64  `json:"cursors,omitempty"` // ready-queue cursors of its experiences
+
+	// Owner is the opaque client id of the session's first call ("" when
+	// hone runs without client keys). See doc.go, Ownership.
+	Owner string `json:"owner,omitempty"`
+	// A consumed session that gets another call is continued by a new
+	// session, <root>.<part>: ContinuedBy links forward, ContinuationOf
+	// back; Root is the first session of the chain (empty on it).
+	ContinuedBy    string `json:"continued_by,omitempty"`
+	ContinuationOf string `json:"continuation_of,omitempty"`
+	Root           string `json:"root,omitempty"`
+	Part           int    `json:"part,omitempty"` // 2, 3, ... on continuations
+	// Rebuilds counts how often the session's experiences were withdrawn
+	// and built again (a call or a reward arrived after it was ready).
+	Rebuilds int `json:"rebuilds,omitempty"`
+	// Orphans counts calls that arrived after the session was dropped:
+	// stored, never trained on.
+	Orphans int `json:"orphans,omitempty"`
 }
 
 const sessionVersion = 1
