@@ -20,6 +20,8 @@ type call struct {
 	release   func()
 	hh        capture.HoneHeaders
 	warnings  []string // hone headers that were ignored, for X-Hone-Warning
+	owner     string   // the client key's owner id (Admission.Owner)
+	durable   chan error
 	verdict   capture.Verdict
 	asked     asked
 	eng       *engine
@@ -51,7 +53,37 @@ func (c *call) fail(err error) {
 func (c *call) failEarly(ctx *fasthttp.RequestCtx, e *apiError) {
 	c.httpStatus = e.status
 	c.done()
+	c.awaitDurable()
 	writeError(ctx, e)
+}
+
+// durableWait bounds how long an answer waits for its reward or commit to
+// be stored.
+const durableWait = 10 * time.Second
+
+// awaitDurable waits, when the call carried X-Hone-Reward or X-Hone-Commit
+// and was recorded, until the store has them on disk, so an acknowledged
+// reward or commit survives a crash. It returns a warning for the agent
+// when they could not be stored in time.
+func (c *call) awaitDurable() string {
+	if c.durable == nil {
+		return ""
+	}
+	start := time.Now()
+	t := time.NewTimer(durableWait)
+	defer t.Stop()
+	defer func() { c.s.m.durableWait.Observe(time.Since(start).Seconds()) }()
+	select {
+	case err := <-c.durable:
+		if err != nil {
+			c.s.log.Warn("reward or commit from headers not stored", "call", c.id, "err", err)
+			return "reward/commit not stored: " + err.Error()
+		}
+		return ""
+	case <-t.C:
+		c.s.log.Warn("reward or commit from headers not durable in time", "call", c.id, "wait", durableWait)
+		return "reward/commit not yet stored after " + durableWait.String()
+	}
 }
 
 // done ends the call: metrics, in-flight counts, and the handover to the
@@ -81,6 +113,10 @@ func (c *call) done() {
 		return // not captured, or no engine ever answered
 	}
 	rec := c.record(now)
+	if c.hh.Reward != nil || c.hh.Commit {
+		c.durable = make(chan error, 1)
+		rec.Durable = c.durable
+	}
 	if s.needsTokenize(rec) {
 		s.tokenizeLater(c.eng, rec)
 		return
@@ -94,7 +130,7 @@ func (c *call) record(end time.Time) *capture.Call {
 		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: c.acc.id,
 		Start: c.start, End: end, Latency: end.Sub(c.start), Status: c.status, HTTPStatus: c.httpStatus,
 		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, PromptIDs: c.acc.promptIDs,
-		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh, NewSession: c.verdict.New,
+		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh, NewSession: c.verdict.New, Owner: c.owner,
 	}
 	if c.eng != nil {
 		rec.Engine = c.eng.url

@@ -16,6 +16,7 @@ type metrics struct {
 	engineUp    *prometheus.GaugeVec // engine
 	retries     prometheus.Counter
 	panics      prometheus.Counter
+	durableWait prometheus.Histogram // answers held until their header reward/commit is stored
 	// headerWarnings counts hone request headers ignored as invalid.
 	headerWarnings prometheus.Counter
 }
@@ -45,6 +46,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when the engine passes health checks."}, []string{"engine"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_upstream_retries_total",
 			Help: "Calls retried on another engine before any byte reached the agent."}),
+		durableWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hone_durable_wait_seconds",
+			Help: "Time an answer carrying X-Hone-Reward or X-Hone-Commit waits until they are stored.", Buckets: lat}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_upstream_panic_total",
 			Help: "Engines tried although marked unhealthy, because no healthy engine was left (panic mode)."}),
 		headerWarnings: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_header_warnings_total",
@@ -52,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.upstream, m.overhead, m.ttft, m.openStreams, m.bytesIn, m.bytesOut, m.engineUp, m.retries,
-			m.headerWarnings, m.panics)
+			m.headerWarnings, m.panics, m.durableWait)
 	}
 	return m
 }

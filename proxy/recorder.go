@@ -15,7 +15,8 @@ type Recorder interface {
 	// must not do disk I/O. a.Body is only valid during the call.
 	Admit(a *capture.Admission) capture.Verdict
 	// Record hands over a finished captured call. It must not block; the
-	// recorder owns c afterwards.
+	// recorder owns c afterwards. When c.Durable is set the recorder sends
+	// it one value once the call (and its header reward/commit) is stored.
 	Record(c *capture.Call)
 }
 
@@ -39,11 +40,14 @@ func (m *MemRecorder) Admit(a *capture.Admission) capture.Verdict {
 	return capture.Verdict{Session: s, Capture: true}
 }
 
-// Record stores c.
+// Record stores c (in memory: durable at once).
 func (m *MemRecorder) Record(c *capture.Call) {
 	m.mu.Lock()
 	m.calls = append(m.calls, c)
 	m.mu.Unlock()
+	if c.Durable != nil {
+		c.Durable <- nil
+	}
 	select {
 	case m.added <- struct{}{}:
 	default:

@@ -210,6 +210,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 	}
 	c.id = "call-" + uuid.NewString()
 	owner, _ := ctx.UserValue(ownerKey{}).(string)
+	c.owner = owner
 	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body,
 		Owner: owner})
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
@@ -297,6 +298,9 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 	buf.B = ctx.Response.SwapBody(buf.B) // hand the bytes over instead of copying them
 	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))
 	c.done()
+	if w := c.awaitDurable(); w != "" {
+		ctx.Response.Header.Add(warningHeader, w)
+	}
 }
 
 func isEventStream(resp *fasthttp.Response) bool {
@@ -335,4 +339,8 @@ type noRecorder struct{}
 func (noRecorder) Admit(a *capture.Admission) capture.Verdict {
 	return capture.Verdict{Session: a.Hone.Session}
 }
-func (noRecorder) Record(*capture.Call) {}
+func (noRecorder) Record(c *capture.Call) {
+	if c.Durable != nil {
+		c.Durable <- errors.New("nothing is captured")
+	}
+}

@@ -24,6 +24,7 @@ type streamBody struct {
 	ended   bool // upstream finished (cleanly or not)
 	sawDone bool // the engine sent data: [DONE]
 	closed  bool
+	settled bool // the call was handed over before the stream closed
 }
 
 func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
@@ -83,6 +84,7 @@ func (b *streamBody) process(ev []byte) []byte {
 	data, ok := eventData(ev)
 	if ok && bytes.Equal(data, []byte("[DONE]")) {
 		b.sawDone = true
+		b.settleBeforeDone()
 	}
 	if !c.verdict.Capture || !ok || b.sawDone {
 		return ev
@@ -107,6 +109,9 @@ func (b *streamBody) CloseWithError(err error) error {
 		return nil
 	}
 	b.closed = true
+	if b.settled {
+		return nil
+	}
 	if !b.ended {
 		b.ended = true
 		b.c.upstreamDone = time.Now()
@@ -118,6 +123,21 @@ func (b *streamBody) CloseWithError(err error) error {
 	}
 	b.c.done()
 	return nil
+}
+
+// settleBeforeDone hands a complete call that carried X-Hone-Reward or
+// X-Hone-Commit to the recorder before data: [DONE] reaches the agent, and
+// holds [DONE] until they are stored: agents treat [DONE] as the
+// acknowledgement, and may send their next call, or exit, right after it.
+func (b *streamBody) settleBeforeDone() {
+	c := b.c
+	if !c.verdict.Capture || (c.hh.Reward == nil && !c.hh.Commit) {
+		return
+	}
+	c.upstreamDone = time.Now()
+	b.settled = true
+	c.done()
+	c.awaitDurable()
 }
 
 var (

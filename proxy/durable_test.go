@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestHeaderRewardDurableWhenAnswered: the answer to a call carrying
+// X-Hone-Reward and X-Hone-Commit ends only once both are in the store,
+// streaming or not, even with a slow capture batch.
+func TestHeaderRewardDurableWhenAnswered(t *testing.T) {
+	co := capture.DefaultOptions()
+	co.Queue.BatchDelay = 300 * time.Millisecond // without the wait the answer would beat the batch
+	store, err := capture.Open(t.TempDir(), co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	for _, stream := range []bool{false, true} {
+		stub := newStub(t)
+		file := "upstream.json"
+		name := "chat"
+		if stream {
+			name, file = "chat_stream", "upstream.sse"
+		}
+		stub.answer = replay(t, fixture(t, name, file), 0)
+		o := DefaultOptions()
+		o.Upstream.Engines = []EngineOptions{{URL: stub.url()}}
+		s, err := New(o, store, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(ln) //nolint:errcheck
+		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		session := "durable-" + name
+		r := post(t, "http://"+ln.Addr().String(), "/v1/chat/completions", chatReq(stream),
+			map[string]string{"x-hone-session": session, "x-hone-reward": "0.75", "x-hone-commit": "1"})
+		if r.status != 200 || len(r.header.Values("X-Hone-Warning")) > 0 {
+			t.Fatalf("%s: status %d warnings %v", name, r.status, r.header.Values("X-Hone-Warning"))
+		}
+		rec, calls, err := store.GetSession(context.Background(), session)
+		if err != nil || rec == nil {
+			t.Fatalf("%s: session not stored when the answer ended: %v", name, err)
+		}
+		if len(calls) != 1 || len(rec.Rewards) != 1 || rec.Rewards[0].Value != 0.75 || rec.State == capture.StateOpen {
+			t.Fatalf("%s: answered before durable: %d calls, rewards %+v, state %s", name, len(calls), rec.Rewards, rec.State)
+		}
+	}
+}
