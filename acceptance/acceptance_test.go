@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,19 +23,43 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// requireNode skips (or, with HONE_REQUIRE_NODE=1, fails) without Node and
-// the installed npm packages.
-func requireNode(t *testing.T) {
+// minNode is the oldest Node.js the current openai package supports
+// (openai 7: engines node >= 22). package.json installs Node 24 into
+// node_modules (the `node` package), which the tests prefer over the machine's.
+const minNode = 22
+
+// requireNode returns the Node.js to run the client with:
+// node_modules/.bin/node (installed by make deps), else the one on PATH. It
+// skips (or, with HONE_REQUIRE_NODE=1, fails) without a new enough Node or
+// without the installed openai package.
+func requireNode(t *testing.T) string {
 	t.Helper()
-	_, err := exec.LookPath("node")
-	_, err2 := os.Stat("node_modules/openai/package.json")
-	if err == nil && err2 == nil {
-		return
-	}
+	fail := t.Skipf
 	if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-		t.Fatalf("node or acceptance/node_modules missing (run make deps): %v %v", err, err2)
+		fail = t.Fatalf
 	}
-	t.Skip("node or acceptance/node_modules missing; run make deps")
+	if _, err := os.Stat("node_modules/openai/package.json"); err != nil {
+		fail("acceptance/node_modules missing; run make deps: %v", err)
+	}
+	bin, err := filepath.Abs(filepath.Join("node_modules", ".bin", "node"))
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		if bin, err = exec.LookPath("node"); err != nil {
+			fail("no node in acceptance/node_modules/.bin or on PATH (run make deps): %v", err)
+		}
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	major := 0
+	if m := regexp.MustCompile(`^v(\d+)\.`).FindStringSubmatch(strings.TrimSpace(string(out))); m != nil {
+		major, _ = strconv.Atoi(m[1])
+	}
+	if err != nil || major < minNode {
+		fail("%s is %q (%v); the openai package needs Node >= %d (make deps installs it into acceptance/node_modules)",
+			bin, strings.TrimSpace(string(out)), err, minNode)
+	}
+	return bin
 }
 
 func listen(t *testing.T) net.Listener {
@@ -100,11 +126,11 @@ func startHone(t *testing.T, engineURL string) (string, *proxy.MemRecorder) {
 	return "http://" + ln.Addr().String(), rec
 }
 
-func runNode(t *testing.T, script string, env ...string) {
+func runNode(t *testing.T, node, script string, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	var results []struct {
@@ -125,18 +151,48 @@ func runNode(t *testing.T, script string, env ...string) {
 }
 
 func TestOpenAIClientThroughHoneToStub(t *testing.T) {
-	requireNode(t)
+	node := requireNode(t)
 	base, rec := startHone(t, stubEngine(t))
-	runNode(t, "openai_client.mjs", "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=dummy", "HONE_EXPECT=stub")
+	session := "acceptance-stub-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	runNode(t, node, "openai_client.mjs", "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=dummy", "HONE_EXPECT=stub",
+		"HONE_SESSION="+session)
 	checkRecorded(t, rec)
+	checkHoneHeaders(t, rec, session)
 }
 
 func TestOpenAIClientThroughHoneToEngine(t *testing.T) {
-	requireNode(t)
+	node := requireNode(t)
 	base, rec := startHone(t, embeddedEngine(t))
-	runNode(t, "openai_client.mjs", "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=dummy", "HONE_EXPECT=engine",
-		"HONE_MODEL=tiny")
+	session := "acceptance-engine-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	runNode(t, node, "openai_client.mjs", "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=dummy", "HONE_EXPECT=engine",
+		"HONE_MODEL=tiny", "HONE_SESSION="+session)
 	checkRecorded(t, rec)
+	checkHoneHeaders(t, rec, session)
+}
+
+// checkHoneHeaders: the client's two calls with hone's headers as
+// defaultHeaders (sent lowercase by fetch) were recorded under that
+// session with its task, tags, train mark, reward and commit.
+func checkHoneHeaders(t *testing.T, rec *proxy.MemRecorder, session string) {
+	t.Helper()
+	n := 0
+	for _, c := range rec.Calls() {
+		if c.Session != session {
+			if c.Hone.Session == session {
+				t.Errorf("call %s sent session %s but was recorded under %s", c.ID, session, c.Session)
+			}
+			continue
+		}
+		n++
+		h := c.Hone
+		if h.Task != "acceptance-task" || strings.Join(h.Tags, ",") != "js,acceptance" || h.Train != 1 ||
+			h.Reward == nil || *h.Reward != 0.5 || !h.Commit {
+			t.Errorf("call %s: hone headers recorded as %+v (reward %v)", c.ID, h, h.Reward)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d calls recorded under session %s, the client sent 2", n, session)
+	}
 }
 
 // checkRecorded: every successful call was captured with token ids and

@@ -1,7 +1,10 @@
 // The official OpenAI client through hone, configured only by the
 // environment (OPENAI_BASE_URL, OPENAI_API_KEY). HONE_EXPECT=stub checks the
 // exact fixture content; HONE_EXPECT=engine checks shapes only (the
-// embedded engine's tiny model says whatever it says).
+// embedded engine's tiny model says whatever it says). HONE_SESSION names
+// the session that the "hone headers" checks send through the client's
+// defaultHeaders (which fetch sends lowercase); the Go test then looks for
+// it, its task, tags, reward and commit in what hone recorded.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
@@ -106,6 +109,32 @@ await check("models", async () => {
   for await (const m of list) ids.push(m.id);
   assert.ok(ids.includes(model), `models ${ids} lack ${model}`);
 });
+
+const session = process.env.HONE_SESSION;
+if (session) {
+  const honeClient = new OpenAI({
+    defaultHeaders: {
+      "X-Hone-Session": session, "X-Hone-Task": "acceptance-task", "X-Hone-Tags": "js,acceptance",
+      "X-Hone-Train": "1", "X-Hone-Reward": "0.5", "X-Hone-Commit": "1",
+    },
+  });
+
+  await check("hone headers as default headers", async () => {
+    const { response } = await honeClient.chat.completions
+      .create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 8 })
+      .withResponse();
+    assert.equal(response.headers.get("x-hone-session"), session, "hone did not take the session header");
+    assert.equal(response.headers.get("x-hone-warning"), null, "hone ignored a header");
+  });
+
+  await check("hone headers as default headers, streaming", async () => {
+    const { data: stream, response } = await honeClient.chat.completions
+      .create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 8, stream: true })
+      .withResponse();
+    for await (const _ of stream) { /* drain */ }
+    assert.equal(response.headers.get("x-hone-session"), session, "hone did not take the session header");
+  });
+}
 
 if (!stub) await check("bad request is an OpenAI error", async () => {
   await assert.rejects(

@@ -1,7 +1,7 @@
 // Shared by the example agents: the calculator tool's arithmetic, the task,
-// the reward and hone's optional feedback endpoints (mounted on the data
-// plane next to /v1/chat/completions, so OPENAI_BASE_URL is all an agent
-// needs).
+// its reward rule and the hone headers of a run. Each agent is configured
+// only by OPENAI_BASE_URL and OPENAI_API_KEY, plus these headers set through
+// its framework's own default-headers option.
 import { randomUUID } from 'node:crypto';
 
 // evaluate computes + - * / and parentheses over numbers; anything else throws.
@@ -71,25 +71,35 @@ export function reward(output) {
   return nums && Number(nums[nums.length - 1]) === task.answer ? 1 : 0;
 }
 
-// session returns the hone headers of one run: a fresh session in a task
-// group. Frameworks send them as default headers.
-export function session(prefix) {
-  const id = `${prefix}-${randomUUID()}`;
-  return { id, headers: { 'X-Hone-Session': id, 'X-Hone-Task': `${prefix}-task` } };
+// honeRun returns this run's hone headers, which each framework sends
+// through its own default-headers option on every call: the session (one
+// trajectory), its task (the GRPO group), the reward and the commit. hone
+// reads them case-insensitively, however the framework spells them (fetch
+// lowercases them). The test harness hands the values in through HONE_SESSION,
+// HONE_TASK and HONE_REWARD so that it can look for them in the experience; an
+// agent that learns its reward only at the end sends it on its last call
+// instead, or POSTs it to /v1/feedback on hone's control plane.
+export function honeRun(framework) {
+  const id = process.env.HONE_SESSION || `${framework}-${randomUUID()}`;
+  const taskID = process.env.HONE_TASK || 'calculator';
+  const r = process.env.HONE_REWARD ?? '1';
+  return {
+    id,
+    headers: { 'X-Hone-Session': id, 'X-Hone-Task': taskID, 'X-Hone-Reward': r, 'X-Hone-Commit': '1' },
+  };
 }
 
-// finish sends the run's reward and closes the session through hone's
-// /v1/feedback and /v1/commit, which hone also serves on the data plane.
-export async function finish(sessionID, r) {
-  const base = (process.env.OPENAI_BASE_URL ?? '').replace(/\/+$/, '');
-  for (const [path, body] of [['feedback', { session: sessionID, reward: r }], ['commit', { session: sessionID }]]) {
-    const res = await fetch(`${base}/${path}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    if (!res.ok) throw new Error(`${path}: HTTP ${res.status} ${await res.text()}`);
-  }
+// model is the name the agent always uses; hone serves its newest policy
+// under it (the test's engine serves "tiny").
+export const model = process.env.HONE_MODEL ?? 'tiny';
+
+// maxTokens keeps the tiny CPU model's replies short.
+export const maxTokens = Number(process.env.HONE_MAX_TOKENS ?? 48);
+
+// errorText keeps an agent error short for the report: a tiny model may
+// exceed the turns or call the tool badly, and the trajectory is still there.
+export function errorText(e) {
+  return `${e?.name ?? 'Error'}: ${e?.message ?? e}`;
 }
 
 // report prints the one JSON line the Go test reads.

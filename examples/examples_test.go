@@ -5,11 +5,15 @@ package examples
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +27,57 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// requireNode skips (or, with HONE_REQUIRE_NODE=1, fails) without Node and
-// the installed npm packages (make deps).
-func requireNode(t *testing.T) {
+// minNode is the oldest Node.js the current releases of these frameworks
+// support (openai 7, ai 7, @ai-sdk/*, @langchain/openai 1: >=22; @mastra/core:
+// >=22.13). package.json installs Node 24 into node_modules (the `node`
+// package), which the tests prefer over the machine's.
+const minNode = 22
+
+// skipOrFail skips, or fails with HONE_REQUIRE_NODE=1.
+func skipOrFail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	_, err := exec.LookPath("node")
-	_, err2 := os.Stat("node_modules/@openai/agents/package.json")
-	if err == nil && err2 == nil {
-		return
-	}
 	if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-		t.Fatalf("node or examples/node_modules missing (run make deps): %v %v", err, err2)
+		t.Fatalf(format, args...)
 	}
-	t.Skip("node or examples/node_modules missing; run make deps")
+	t.Skipf(format, args...)
+}
+
+// nodeBin is the Node.js the agents run on: node_modules/.bin/node (from
+// the `node` package, installed by make deps), else the one on PATH; it
+// skips (or fails with HONE_REQUIRE_NODE=1) when neither is new enough.
+func nodeBin(t *testing.T) string {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("node_modules", ".bin", "node"))
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		if bin, err = exec.LookPath("node"); err != nil {
+			skipOrFail(t, "no node in examples/node_modules/.bin or on PATH (run make deps): %v", err)
+		}
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		skipOrFail(t, "%s --version: %v", bin, err)
+	}
+	major := 0
+	if m := regexp.MustCompile(`^v(\d+)\.`).FindStringSubmatch(strings.TrimSpace(string(out))); m != nil {
+		major, _ = strconv.Atoi(m[1])
+	}
+	if major < minNode {
+		skipOrFail(t, "%s is %s; the frameworks need Node >= %d (make deps installs it into examples/node_modules)",
+			bin, strings.TrimSpace(string(out)), minNode)
+	}
+	return bin
+}
+
+// requirePackage skips (or, with HONE_REQUIRE_NODE=1, fails) without the
+// installed npm package (make deps).
+func requirePackage(t *testing.T, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
+		skipOrFail(t, "examples/node_modules/%s missing; run make deps", pkg)
+	}
 }
 
 // modelDir is the shipped prepared tiny model, else a random tiny model.
@@ -46,9 +88,8 @@ func modelDir(t *testing.T) string {
 	return modeltest.Tiny(t, modeltest.Options{Seed: 1})
 }
 
-// startHone runs the embedded engine, a Badger store, the data plane (with
-// feedback and commit mounted, as hone serve does) and a control plane;
-// agents ask for model "hone", an alias of the served model.
+// startHone runs the embedded engine (serving "tiny"), a Badger store, the
+// data plane and a control plane, as hone serve does with its defaults.
 func startHone(t *testing.T) (base, control string) {
 	e, err := engine.New(context.Background(), engine.Options{ModelDir: modelDir(t), ServedModelName: "tiny"})
 	if err != nil {
@@ -63,15 +104,9 @@ func startHone(t *testing.T) (base, control string) {
 	t.Cleanup(func() { store.Close() })
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: es.URL, Kind: "embedded"}}
-	o.Aliases = []proxy.AliasConfig{{Name: "hone", Target: "tiny"}}
 	srv, err := proxy.New(o, store, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	fb := chi.NewRouter()
-	store.Routes(fb)
-	for _, p := range []string{"/feedback", "/commit", "/v1/feedback", "/v1/commit"} {
-		srv.Mount(p, fb)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,47 +129,105 @@ func startHone(t *testing.T) (base, control string) {
 type runResult struct {
 	Framework string  `json:"framework"`
 	Session   string  `json:"session"`
+	Calls     int     `json:"calls"` // model calls, where the framework tells
 	Reward    float64 `json:"reward"`
 	Output    string  `json:"output"`
 	Error     string  `json:"error"`
 }
 
-func runAgent(t *testing.T, script, base string) runResult {
+func runAgent(t *testing.T, node, script string, env ...string) runResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+base, "OPENAI_API_KEY=dummy")
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var r runResult
 	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &r) != nil || r.Session == "" {
 		t.Fatalf("node %s: %v\n%s", script, err, out)
 	}
-	t.Logf("%s: reward %v output %q error %q", r.Framework, r.Reward, r.Output, r.Error)
+	t.Logf("%s: %d calls, output %q, error %q", r.Framework, r.Calls, r.Output, r.Error)
 	return r
 }
 
-// TestExampleAgents runs each framework's agent through hone and checks
-// that its run became ready training data: trajectories of the session
-// with token ids, one logprob per generated token, the loss mask on the
-// generated tokens only, and the reward the agent sent.
-func TestExampleAgents(t *testing.T) {
-	requireNode(t)
+// frameworks are the agent frameworks hone is tested with; each example
+// sends X-Hone-Session, -Task, -Reward and -Commit on every call through the
+// framework's own default-headers option.
+var frameworks = []struct {
+	name, script, pkg string
+}{
+	{"openai", "openai_chat.mjs", "openai"},
+	{"openai-agents", "openai_agents.mjs", "@openai/agents"},
+	{"ai-sdk", "ai_sdk.mjs", "@ai-sdk/openai-compatible"},
+	{"langgraph", "langgraph.mjs", "@langchain/langgraph"},
+	{"mastra", "mastra.mjs", "@mastra/core"},
+	{"llamaindex", "llamaindex.mjs", "llamaindex"},
+}
+
+// TestFrameworks runs each framework's agent through hone and checks that
+// its run became ready training data under the session, task and reward it
+// sent as default headers: every call of the session on its trajectories,
+// token ids, one logprob per generated token, the loss mask on the generated
+// tokens only.
+func TestFrameworks(t *testing.T) {
+	node := nodeBin(t)
 	base, control := startHone(t)
-	for _, script := range []string{"openai_agents.mjs", "langchain_agent.mjs"} {
-		t.Run(strings.TrimSuffix(script, ".mjs"), func(t *testing.T) {
-			r := runAgent(t, script, base)
-			exps := sessionExperiences(t, control, r.Session)
-			for _, e := range exps {
-				checkTrajectory(t, e, r.Reward)
+	for i, fw := range frameworks {
+		t.Run(fw.name, func(t *testing.T) {
+			requirePackage(t, fw.pkg)
+			session := fmt.Sprintf("%s-%d", fw.name, time.Now().UnixNano())
+			task := fw.name + "-task"
+			reward := 0.25 + 0.125*float64(i) // a different reward per framework
+			r := runAgent(t, node, fw.script, "OPENAI_BASE_URL="+base, "OPENAI_API_KEY=dummy",
+				"HONE_SESSION="+session, "HONE_TASK="+task, "HONE_REWARD="+strconv.FormatFloat(reward, 'g', -1, 64))
+			if r.Session != session {
+				t.Fatalf("agent reports session %q, test gave %q", r.Session, session)
+			}
+			view := sessionView(t, control, session)
+			if view.Task != task || view.Reward != reward {
+				t.Errorf("session %s: task %q reward %v, agent sent %q and %v", session, view.Task, view.Reward, task, reward)
+			}
+			if r.Calls > 0 && view.Calls != r.Calls {
+				t.Errorf("session %s holds %d calls, the agent made %d", session, view.Calls, r.Calls)
+			}
+			for _, c := range view.CallViews {
+				if c.Status != capture.StatusOK {
+					t.Errorf("call %s (seq %d): status %v", c.ID, c.Seq, c.Status)
+				}
+			}
+			for _, e := range sessionExperiences(t, control, view) {
+				if e.Task != task {
+					t.Errorf("experience %s: task %q, agent sent %q", e.Session, e.Task, task)
+				}
+				checkTrajectory(t, e, reward)
 			}
 		})
 	}
 }
 
-// sessionExperiences waits for the ready experiences of one session.
-func sessionExperiences(t *testing.T, control, session string) []capture.Experience {
+// sessionView reads GET /v1/sessions/{id} on the control plane.
+func sessionView(t *testing.T, control, session string) capture.SessionView {
+	t.Helper()
+	resp, err := http.Get(control + "/v1/sessions/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("session %s: HTTP %d (hone did not take the X-Hone-Session header)", session, resp.StatusCode)
+	}
+	var v capture.SessionView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// sessionExperiences waits for the ready experiences of one session to hold
+// every successful call of it (a call left out of every trajectory is a lost
+// turn).
+func sessionExperiences(t *testing.T, control string, view capture.SessionView) []capture.Experience {
 	t.Helper()
 	src := trainer.HTTPSource{URL: control}
 	deadline := time.Now().Add(30 * time.Second)
@@ -144,16 +237,30 @@ func sessionExperiences(t *testing.T, control, session string) []capture.Experie
 			t.Fatal(err)
 		}
 		var out []capture.Experience
+		onPath := map[string]bool{}
 		for _, e := range exps {
-			if e.Session == session {
+			if e.Session == view.ID {
 				out = append(out, e)
+				for _, s := range e.Steps {
+					onPath[s.Call] = true
+				}
 			}
 		}
-		if len(out) > 0 {
+		var missing []string
+		for _, c := range view.CallViews {
+			if c.Status == capture.StatusOK && !onPath[c.ID] {
+				missing = append(missing, fmt.Sprintf("%s (seq %d)", c.ID, c.Seq))
+			}
+		}
+		if len(out) > 0 && len(missing) == 0 {
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no ready experience for session %s", session)
+			if len(out) == 0 {
+				t.Fatalf("no ready experience for session %s (%d calls, state %v)", view.ID, view.Calls, view.State)
+			}
+			t.Fatalf("session %s: %d experiences leave out %d of its %d calls: %s", view.ID, len(out), len(missing),
+				len(view.CallViews), strings.Join(missing, ", "))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -1,13 +1,16 @@
-// An OpenAI Agents SDK agent with a calculator tool, unmodified except for
-// its configuration: OPENAI_BASE_URL points at hone, and hone's session
-// headers ride on the client's default headers.
+// An OpenAI Agents SDK (`@openai/agents`) agent with a calculator tool,
+// unmodified except for its configuration: OPENAI_BASE_URL points at hone,
+// and hone's headers ride on the default OpenAI client's `defaultHeaders`
+// (the SDK's way to set headers; fetch sends them lowercase).
 import OpenAI from 'openai';
 import { Agent, run, tool, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
-import { calculate, finish, report, reward, session, task } from './calculator.mjs';
+import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
-const s = session('openai-agents');
-setDefaultOpenAIClient(new OpenAI({ defaultHeaders: s.headers })); // baseURL and key from OPENAI_BASE_URL / OPENAI_API_KEY
+const h = honeRun('openai-agents');
+setDefaultOpenAIClient(new OpenAI({ defaultHeaders: h.headers, maxRetries: 0 })); // baseURL and key from the environment
+// The SDK defaults to the Responses API (/v1/responses); until hone serves it
+// (issue 12) the agent uses chat completions.
 setOpenAIAPI('chat_completions');
 setTracingDisabled(true);
 
@@ -21,20 +24,17 @@ const calculator = tool({
 const agent = new Agent({
   name: 'Calculator',
   instructions: 'Use the calculator for arithmetic, then state the answer.',
-  model: process.env.HONE_MODEL ?? 'hone',
+  model,
   tools: [calculator],
-  modelSettings: { maxTokens: Number(process.env.HONE_MAX_TOKENS ?? 48) },
+  modelSettings: { maxTokens },
 });
 
 let output = '';
 let error = '';
 try {
   const result = await run(agent, task.question, { maxTurns: 3 });
-  output = result.finalOutput ?? '';
+  output = String(result.finalOutput ?? '');
 } catch (e) {
-  // a tiny model may exceed the turns or call the tool badly: still a trajectory to learn from
-  error = `${e.name}: ${e.message}`;
+  error = errorText(e);
 }
-const r = reward(output);
-await finish(s.id, r);
-report({ framework: 'openai-agents', session: s.id, reward: r, output, error });
+report({ framework: 'openai-agents', session: h.id, reward: reward(output), output, error });

@@ -1,0 +1,42 @@
+// A Vercel AI SDK (`ai`) agent over `@ai-sdk/openai-compatible` with a
+// calculator tool: generateText's tool loop. The provider is pointed at
+// OPENAI_BASE_URL; hone's headers ride on the provider's `headers` option
+// (sent lowercase by fetch).
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { generateText, stepCountIs, tool } from 'ai';
+import { z } from 'zod';
+import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
+
+const run = honeRun('ai-sdk');
+const hone = createOpenAICompatible({
+  name: 'hone',
+  baseURL: process.env.OPENAI_BASE_URL,
+  apiKey: process.env.OPENAI_API_KEY,
+  headers: run.headers,
+});
+
+const calculator = tool({
+  description: 'Evaluate an arithmetic expression.',
+  inputSchema: z.object({ expression: z.string() }),
+  execute: async ({ expression }) => calculate(expression),
+});
+
+let output = '';
+let error = '';
+let calls = 0;
+try {
+  const result = await generateText({
+    model: hone.chatModel(model),
+    system: 'Use the calculator for arithmetic, then state the answer.',
+    prompt: task.question,
+    tools: { calculator },
+    stopWhen: stepCountIs(3),
+    maxOutputTokens: maxTokens,
+    maxRetries: 0,
+  });
+  calls = result.steps.length;
+  output = result.text;
+} catch (e) {
+  error = errorText(e);
+}
+report({ framework: 'ai-sdk', session: run.id, calls, reward: reward(output), output, error });

@@ -1,0 +1,43 @@
+// A Mastra (`@mastra/core`) agent with a calculator tool. Mastra's model
+// router takes an OpenAI-compatible endpoint as a model config: `url`
+// (OPENAI_BASE_URL), `apiKey` and `headers`, where hone's headers ride (sent
+// lowercase by fetch). With a `url` Mastra speaks chat completions.
+import { Agent } from '@mastra/core/agent';
+import { createTool } from '@mastra/core/tools';
+import { z } from 'zod';
+import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
+
+const run = honeRun('mastra');
+const calculator = createTool({
+  id: 'calculator',
+  description: 'Evaluate an arithmetic expression.',
+  inputSchema: z.object({ expression: z.string() }),
+  execute: async ({ expression }) => calculate(expression),
+});
+
+const agent = new Agent({
+  id: 'calculator-agent',
+  name: 'Calculator',
+  instructions: 'Use the calculator for arithmetic, then state the answer.',
+  model: {
+    providerId: 'hone',
+    modelId: model,
+    url: process.env.OPENAI_BASE_URL,
+    apiKey: process.env.OPENAI_API_KEY,
+    headers: run.headers,
+  },
+  tools: { calculator },
+});
+
+let output = '';
+let error = '';
+let calls = 0;
+try {
+  const result = await agent.generate(task.question, { maxSteps: 3, modelSettings: { maxOutputTokens: maxTokens, maxRetries: 0 } });
+  calls = result.steps?.length ?? 0;
+  output = result.text ?? '';
+  if (result.error) error = errorText(result.error);
+} catch (e) {
+  error = errorText(e);
+}
+report({ framework: 'mastra', session: run.id, calls, reward: reward(output), output, error });
