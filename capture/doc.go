@@ -30,6 +30,69 @@
 // the session consumed. A committed session without reward after
 // Reward.Deadline gets Reward.Default, or is dropped when that is nil.
 //
+// No call leaves its trajectory silently. A call for a session that is
+//
+//   - open or committed joins it (a committed one becomes ready when
+//     rewarded, with every call it has by then);
+//   - ready (experiences queued, not all acknowledged) joins it: the session
+//     goes back to committed in the call's batch and its experiences are
+//     rebuilt right after: the old ones are withdrawn from the ready queue,
+//     the new ones appended with new cursors and Experience.Replaces naming
+//     the old. A consumer that already read an old cursor sees the session
+//     again, complete. So X-Hone-Commit with a reward on every call (a
+//     default header) leaves one experience with every call;
+//   - consumed is continued: a new session <root>.2 (then .3, ...) takes the
+//     call, with the owner, task, model, tags and run id of the first part
+//     (selection follows the id the agent sends, which does not change);
+//     Session.ContinuedBy / ContinuationOf link the parts, the root's
+//     Latest names the newest, and later calls, feedback and commits that
+//     name the old id go to the newest part. Its experiences carry
+//     ContinuationOf;
+//   - dropped is an orphan: stored, counted in hone_capture_orphan_calls_total
+//     and Session.Orphans, never trained on.
+//
+// A reward (feedback, Trinity, header) for a ready session rebuilds it the
+// same way; for a consumed one it is stored and not applied (feedback by
+// session id goes to the newest part of a continued session). Header
+// commits and rewards are written in the call's own batch; a crash between
+// that batch and the building of experiences leaves the session committed
+// with a reward, which the next Open builds.
+//
+// retention.call_ttl must exceed idle_timeout + reward.deadline + 10m (Open
+// refuses less, naming the keys). A session older than call_ttl minus that
+// sum is closed ("ttl") at its next call, which starts a continuation, so
+// no part outlives its first call. A session found with a call missing
+// when it is built is dropped (closed_by gets ",calls-expired"), counted in
+// hone_capture_expired_sessions_total, never built truncated.
+//
+// # Ownership
+//
+// Admission.Owner / Call.Owner is an opaque id of the client key (a hash;
+// "" without client keys). A session records the owner of its first call
+// (Session.Owner). A call of owner B that names a session of owner A is
+// stored in B's own session <id>@<12 hex digits of B's hash> (its header
+// reward and commit apply there, never to A's session, and are counted in
+// hone_capture_foreign_feedback_total{source="header"}); calls without an
+// owner are foreign to nothing. Session inference hashes are salted per
+// owner, so one client never joins another's conversation by its messages.
+//
+// Feedback, Commit, TrinityFeedback and TrinityCommit act for the owner of
+// their context (WithOwner; the HTTP routes pass the request context): with
+// one, /v1/feedback and /v1/commit answer 403 for a session of another owner
+// (its own <id>@<tag> session when it has one is used instead), Trinity
+// /feedback treats other owners' ids as unknown, Trinity /commit closes only
+// that owner's sessions. Sessions without an owner may be rewarded and
+// committed by anyone allowed at all. A context without an owner (the
+// control plane) acts on every session.
+//
+// # Durability
+//
+// Calls are written asynchronously: a crash loses the calls of the last
+// batches. A call with a Durable channel gets nil once it, its header reward
+// and commit and the experiences they made are written and synced (a
+// db.Sync for the batch: Badger's SyncWrites is off), or the error that kept
+// it from being stored. Control-plane operations return once synced.
+//
 // Selection is decided once per session at its first call (X-Hone-Train,
 // then Selection.Rules, then a hash against Selection.SampleRate); a skipped
 // session stores nothing. The hash key is the session id when the agent sent
@@ -69,7 +132,8 @@
 //	POST /v1/experiences/ack {"cursor": N}      acknowledges every cursor <= N
 //
 // Errors are OpenAI-style {"error":{"message","type","param","code"}}:
-// 400 invalid_request_error, 404 not_found_error, 503 when closed.
+// 400 invalid_request_error, 403 permission_error (a session of another
+// owner, see Ownership), 404 not_found_error, 503 when closed.
 //
 // # Export
 //
@@ -83,6 +147,5 @@
 // when it has one), plus session, task, model, state, leaf, step, call,
 // policy_version, tools, has_reward, drift.
 //
-// Stored data never holds request Stored data never holds request
-// headers: the proxy passes bodies only.
+// Stored data never holds request headers: the proxy passes bodies only.
 package capture

@@ -70,4 +70,13 @@ type Experience struct {
 
 	Messages json.RawMessage `json:"messages,omitempty"` // last call's messages + reply
 	Tools    json.RawMessage `json:"tools,omitempty"`
+
+	// Replaces lists the cursors of the session's earlier experiences, which
+	// this one (with its siblings) supersedes: a call or a reward arrived
+	// after the session was ready, and it was rebuilt whole. A consumer that
+	// already trained on those sees the session again, complete.
+	Replaces []uint64 `json:"replaces,omitempty"`
+	// ContinuationOf is the previous part of the conversation when this
+	// session continues one that was already consumed (Session.ContinuedBy).
+	ContinuationOf string `json:"continuation_of,omitempty"`
 }

@@ -43,6 +43,8 @@ func writeError(w http.ResponseWriter, err error) {
 		status, typ, code = http.StatusNotFound, "not_found_error", "not_found"
 	case errors.Is(err, ErrInvalid):
 		status, typ, code = http.StatusBadRequest, "invalid_request_error", "invalid_body"
+	case errors.Is(err, ErrForbidden):
+		status, typ, code = http.StatusForbidden, "permission_error", "forbidden"
 	case errors.Is(err, ErrClosed):
 		status, typ, code = http.StatusServiceUnavailable, "server_error", "store_closed"
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -183,5 +184,60 @@ func TestHTTPTrinityFeedbackAndCommit(t *testing.T) {
 	}
 	if n := len(readNDJSON(t, srv.URL+"/v1/experiences")); n != 0 {
 		t.Fatalf("without after, acknowledged experiences are skipped; got %d", n)
+	}
+}
+
+// With an owner on the request context (the proxy's client-key routes), the
+// routes act only on that owner's sessions: 403 for /v1/feedback and
+// /v1/commit, unknown ids for Trinity /feedback, own sessions for /commit.
+func TestHTTPOwnerRestricted(t *testing.T) {
+	s := openTest(t, t.TempDir(), testOptions())
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if o := req.Header.Get("X-Test-Owner"); o != "" {
+				req = req.WithContext(WithOwner(req.Context(), o))
+			}
+			next.ServeHTTP(w, req)
+		})
+	})
+	s.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	v := newVocab()
+	turn(t, s, v, "mine", "key:a", 0, nil, false, true)
+	as := func(owner, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-Test-Owner", owner)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	for _, path := range []string{"/v1/feedback", "/v1/commit"} {
+		st, out := as("key:b", path, `{"session":"mine","reward":-5}`)
+		e, _ := out["error"].(map[string]any)
+		if st != http.StatusForbidden || e["type"] != "permission_error" || e["code"] != "forbidden" {
+			t.Fatalf("%s as another key: %d %v", path, st, out)
+		}
+	}
+	if st, _ := as("key:b", "/feedback", `{"msg_ids":["chatcmpl-mine-key:a-0"],"reward":-5}`); st != http.StatusNotFound {
+		t.Fatalf("trinity feedback as another key: %d", st)
+	}
+	if st, _ := as("key:a", "/v1/feedback", `{"session":"mine","reward":1}`); st != http.StatusOK {
+		t.Fatalf("owner's feedback: %d", st)
+	}
+	if st, out := as("key:b", "/commit", ``); st != http.StatusOK || fmt.Sprint(out["committed"]) != "[]" {
+		t.Fatalf("trinity commit as another key: %d %v", st, out)
+	}
+	if st, out := as("key:a", "/commit", ``); st != http.StatusOK || fmt.Sprint(out["committed"]) != "[mine]" {
+		t.Fatalf("trinity commit as the owner: %d %v", st, out)
+	}
+	if rec := session(t, s, "mine"); len(rec.Rewards) != 1 || rec.State != StateReady {
+		t.Fatalf("session after the requests: %+v", rec)
 	}
 }

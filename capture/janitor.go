@@ -80,7 +80,7 @@ func (s *Store) closeIdle(now time.Time) error {
 				return err
 			}
 			if rec != nil {
-				if err := t.close(rec, "idle"); err != nil {
+				if err := t.closeAndReady(rec, "idle"); err != nil {
 					return err
 				}
 			}

@@ -20,6 +20,11 @@ type metrics struct {
 	writeErrors   prometheus.Counter
 	batchSeconds  prometheus.Histogram
 	evicted       prometheus.Counter
+	orphans       prometheus.Counter
+	foreign       *prometheus.CounterVec // by source and kind
+	continuations prometheus.Counter
+	rebuilds      prometheus.Counter
+	expired       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, error) {
@@ -37,12 +42,19 @@ func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, erro
 		writeErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_write_errors_total", Help: "Failed store writes."}),
 		batchSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hone_capture_batch_seconds", Help: "Time to encode one batch of calls into the store.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14)}),
 		evicted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_evicted_sessions_total", Help: "Consumed sessions evicted by the size cap."}),
+		orphans:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_orphan_calls_total", Help: "Calls for a dropped session: stored, never trained on."}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_capture_foreign_feedback_total",
+			Help: "Rewards and commits for another client's session, not applied to it (source: header, feedback, commit, trinity)."}, []string{"source", "kind"}),
+		continuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_continuations_total", Help: "Continuation sessions started by a call for a consumed session."}),
+		rebuilds:      prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_rebuilds_total", Help: "Ready sessions whose experiences were withdrawn and rebuilt (a call or reward arrived after they were ready)."}),
+		expired:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_expired_sessions_total", Help: "Sessions dropped because calls expired (retention.call_ttl) before their experiences were built."}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.dropped, m.stored, m.storedBytes, m.drift, m.sessions, m.skippedCalls, m.skippedEvents,
 		m.states, m.experiences, m.feedback, m.writeErrors, m.batchSeconds, m.evicted,
+		m.orphans, m.foreign, m.continuations, m.rebuilds, m.expired,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hone_capture_queue_depth", Help: "Calls waiting in the capture queue."}, depth)}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

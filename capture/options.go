@@ -108,5 +108,33 @@ func (o *Options) validate() error {
 	if o.Selection.SampleRate < 0 || o.Selection.SampleRate > 1 {
 		return fmt.Errorf("selection.sample_rate %v: want 0..1", o.Selection.SampleRate)
 	}
+	return o.checkCallTTL()
+}
+
+// ttlMargin is the slack retention.call_ttl must leave beyond the longest a
+// session can take to close and get its reward (a variable for tests).
+var ttlMargin = 10 * time.Minute
+
+// checkCallTTL refuses a retention.call_ttl that could expire calls of a
+// session before it is built: the TTL must exceed session.idle_timeout +
+// reward.deadline + 10m, and both must be set (0 lets a session live
+// forever). Sessions older than call_ttl - (idle_timeout + deadline + 10m)
+// are closed at their next call, which starts a continuation (doc.go).
+func (o *Options) checkCallTTL() error {
+	ttl := o.Retention.CallTTL
+	if ttl < 0 {
+		return fmt.Errorf("retention.call_ttl %v: want >= 0 (0 keeps calls)", ttl)
+	}
+	if ttl == 0 {
+		return nil
+	}
+	if o.Session.IdleTimeout <= 0 || o.Reward.Deadline <= 0 {
+		return fmt.Errorf("retention.call_ttl %v needs session.idle_timeout (%v) and reward.deadline (%v) set: "+
+			"with either at 0 a session can outlive its calls", ttl, o.Session.IdleTimeout, o.Reward.Deadline)
+	}
+	if min := o.Session.IdleTimeout + o.Reward.Deadline + ttlMargin; ttl <= min {
+		return fmt.Errorf("retention.call_ttl %v must exceed session.idle_timeout (%v) + reward.deadline (%v) + %v = %v, "+
+			"or calls expire before their session is built", ttl, o.Session.IdleTimeout, o.Reward.Deadline, ttlMargin, min)
+	}
 	return nil
 }

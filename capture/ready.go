@@ -15,42 +15,67 @@ func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 func uint64Bytes(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
-// settle applies a header commit and readies a committed session that now
-// has a reward. Runs on the writer goroutine.
-func (s *Store) settle(id string, commit bool) error {
-	return s.update(false, func(t *tx) error {
-		rec, err := t.session(id)
-		if err != nil || rec == nil {
-			return err
-		}
-		if commit {
-			return t.close(rec, "header")
-		}
-		return t.tryReady(rec)
-	})
-}
-
-// close commits an open session and readies it when it has a reward.
+// close commits an open session (it becomes ready once it has a reward:
+// the caller runs tryReady when the session's calls are visible to it).
 // Closing a closed session changes nothing.
 func (t *tx) close(rec *Session, by string) error {
 	if rec.State != StateOpen {
 		return nil
 	}
 	rec.Closed = by
-	if err := t.setState(rec, StateCommitted); err != nil {
+	return t.setState(rec, StateCommitted)
+}
+
+// closeAndReady closes a session and readies it when it has a reward.
+func (t *tx) closeAndReady(rec *Session, by string) error {
+	if err := t.close(rec, by); err != nil {
 		return err
 	}
 	return t.tryReady(rec)
 }
 
-// tryReady turns a committed, rewarded session into ready experiences.
+// rewarded readies a session that got a reward: a committed one becomes
+// ready, a ready one (not yet consumed) is rebuilt with the reward.
+func (t *tx) rewarded(rec *Session) error {
+	if rec.State == StateReady {
+		if err := t.setState(rec, StateCommitted); err != nil {
+			return err
+		}
+	}
+	return t.tryReady(rec)
+}
+
+// tryReady turns a committed, rewarded session into ready experiences. A
+// session that was ready before (a call or a reward arrived since, which
+// put it back to committed) has its experiences rebuilt: the old ones are withdrawn from the ready queue and
+// the new ones appended with new cursors (Experience.Replaces names the
+// old). A session with a call missing (expired by retention.call_ttl) is
+// dropped rather than built truncated.
 func (t *tx) tryReady(rec *Session) error {
 	if rec.State != StateCommitted || !rec.rewarded() {
 		return nil
 	}
-	exps, err := t.buildExperiences(rec)
+	exps, missing, err := t.buildExperiences(rec)
 	if err != nil {
 		return err
+	}
+	old := rec.Cursors
+	rec.Cursors = nil
+	for _, c := range old {
+		if err := t.w.Delete(readyKey(c)); err != nil {
+			return fmt.Errorf("withdraw experience %d of %s: %w", c, rec.ID, err)
+		}
+	}
+	if len(old) > 0 {
+		rec.Rebuilds++
+		t.after = append(t.after, t.s.m.rebuilds.Inc)
+	}
+	if missing > 0 {
+		rec.Closed += ",calls-expired"
+		t.after = append(t.after, t.s.m.expired.Inc)
+		t.s.log.Warn("session dropped: calls expired before it was built (retention.call_ttl)",
+			"session", rec.ID, "missing", missing, "calls", rec.Calls)
+		return t.setState(rec, StateDropped)
 	}
 	if len(exps) == 0 {
 		rec.Closed += ",no-tokens"
@@ -60,6 +85,7 @@ func (t *tx) tryReady(rec *Session) error {
 	for i := range exps {
 		cursor = t.nextCursor()
 		exps[i].Cursor = cursor
+		exps[i].Replaces = old
 		b, err := encodeExperience(&exps[i])
 		if err != nil {
 			return fmt.Errorf("session %s: %w", rec.ID, err)
@@ -78,7 +104,8 @@ func (t *tx) tryReady(rec *Session) error {
 }
 
 // sessionCalls reads a session's calls in sequence order; calls removed by
-// the TTL are skipped.
+// the TTL are not returned (buildExperiences counts them against
+// Session.Calls).
 func (t *tx) sessionCalls(txn *badger.Txn, id string) ([]*Call, error) {
 	var calls []*Call
 	o := badger.DefaultIteratorOptions
@@ -107,8 +134,8 @@ func (t *tx) sessionCalls(txn *badger.Txn, id string) ([]*Call, error) {
 }
 
 // buildExperiences stitches the session's calls and returns one experience
-// per leaf.
-func (t *tx) buildExperiences(rec *Session) ([]Experience, error) {
+// per leaf, and how many of the session's calls are no longer stored.
+func (t *tx) buildExperiences(rec *Session) ([]Experience, int, error) {
 	var calls []*Call
 	err := t.s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -116,7 +143,10 @@ func (t *tx) buildExperiences(rec *Session) ([]Experience, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if missing := rec.Calls - len(calls); missing > 0 {
+		return nil, missing, nil
 	}
 	tr := buildTrie(calls)
 	rec.Drift = tr.drift
@@ -124,7 +154,7 @@ func (t *tx) buildExperiences(rec *Session) ([]Experience, error) {
 		d := float64(tr.drift)
 		t.after = append(t.after, func() { t.s.m.drift.Add(d) })
 	}
-	return experiencesOf(rec, tr, t.s.opts.Reward.Combine), nil
+	return experiencesOf(rec, tr, t.s.opts.Reward.Combine), 0, nil
 }
 
 func buildTrie(calls []*Call) *trie {
@@ -140,7 +170,8 @@ func experiencesOf(rec *Session, tr *trie, rule string) []Experience {
 	callReward := func(id string) *float64 { return rec.CallReward(rule, id) }
 	var out []Experience
 	for i, leaf := range tr.leaves() {
-		e := Experience{Session: rec.ID, Task: rec.Task, Model: rec.Model, Leaf: i, Reward: rec.SessionReward(rule)}
+		e := Experience{Session: rec.ID, Task: rec.Task, Model: rec.Model, Leaf: i, Reward: rec.SessionReward(rule),
+			ContinuationOf: rec.ContinuationOf}
 		e.Tokens, e.Mask, e.Logprobs, e.Versions, e.Steps = trajectory(leaf, callReward)
 		e.Messages, e.Tools = transcript(leaf.call, leaf.choice)
 		out = append(out, e)

@@ -38,8 +38,12 @@ func (r *FeedbackReq) check() error {
 }
 
 // Feedback records a reward; with Call set it is a call-level reward. A
-// committed session that gets its first reward becomes ready. Durable on
-// return; ErrNotFound for unknown sessions or calls.
+// committed session that gets its first reward becomes ready; a ready one
+// (not yet consumed) is rebuilt with it. A session id whose session was
+// consumed and continued rewards its newest part; a consumed session
+// without continuation stores the reward without using it. Durable on
+// return; ErrNotFound for unknown sessions or calls, ErrForbidden for a
+// session of another owner when ctx carries one (WithOwner).
 func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error) {
 	if err := req.check(); err != nil {
 		return nil, err
@@ -47,7 +51,7 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 	var out *Session
 	err := s.do(ctx, func() error {
 		return s.update(true, func(t *tx) error {
-			rec, err := t.feedbackSession(&req)
+			rec, err := t.feedbackSession(ctx, &req)
 			if err != nil {
 				return err
 			}
@@ -60,7 +64,7 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 			}
 			t.touch(rec)
 			t.after = append(t.after, func() { s.m.feedback.WithLabelValues("feedback").Inc() })
-			if err := t.tryReady(rec); err != nil {
+			if err := t.rewarded(rec); err != nil {
 				return err
 			}
 			out = copySession(rec)
@@ -71,37 +75,67 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 }
 
 // feedbackSession resolves the session a feedback request targets.
-func (t *tx) feedbackSession(req *FeedbackReq) (*Session, error) {
-	sid := req.Session
-	if req.Call != "" {
-		b, err := t.read(callKey(req.Call))
-		if err != nil {
-			return nil, err
-		}
-		if b == nil {
-			return nil, fmt.Errorf("call %s: %w", req.Call, ErrNotFound)
-		}
-		c, err := decodeCall(b)
-		if err != nil {
-			return nil, err
-		}
-		if sid != "" && sid != c.Session {
-			return nil, fmt.Errorf("call %s belongs to session %s, not %s: %w", req.Call, c.Session, sid, ErrInvalid)
-		}
-		sid = c.Session
+func (t *tx) feedbackSession(ctx context.Context, req *FeedbackReq) (*Session, error) {
+	if req.Call == "" {
+		return t.ownedSession(ctx, req.Session, "feedback")
 	}
-	rec, err := t.session(sid)
+	b, err := t.read(callKey(req.Call))
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("call %s: %w", req.Call, ErrNotFound)
+	}
+	c, err := decodeCall(b)
+	if err != nil {
+		return nil, err
+	}
+	if req.Session != "" && req.Session != c.Session && req.Session != c.Hone.Session {
+		return nil, fmt.Errorf("call %s belongs to session %s, not %s: %w", req.Call, c.Session, req.Session, ErrInvalid)
+	}
+	rec, err := t.session(c.Session)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("session %s: %w", sid, ErrNotFound)
+		return nil, fmt.Errorf("session %s of call %s: %w", c.Session, req.Call, ErrNotFound)
+	}
+	if owner, restricted := ownerFrom(ctx); restricted && !owns(owner, rec) {
+		t.s.countForeign(t, "feedback", true, false)
+		return nil, fmt.Errorf("call %s belongs to another client's session: %w", req.Call, ErrForbidden)
 	}
 	return rec, nil
 }
 
+// ownedSession resolves a session id as the caller of ctx sees it: its own
+// <id>@<owner tag> when the id belongs to another client, the newest part
+// of a consumed and continued session. ErrForbidden when the caller may not
+// act on it, ErrNotFound when unknown.
+func (t *tx) ownedSession(ctx context.Context, id, source string) (*Session, error) {
+	rec, err := t.session(id)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if owner, restricted := ownerFrom(ctx); restricted && !owns(owner, rec) {
+		own, err := t.session(ownedID(id, owner))
+		if err != nil {
+			return nil, err
+		}
+		if own == nil || !owns(owner, own) {
+			t.s.countForeign(t, source, source == "feedback", source == "commit")
+			return nil, fmt.Errorf("session %s belongs to another client: %w", id, ErrForbidden)
+		}
+		rec = own
+	}
+	return t.latest(rec)
+}
+
 // Commit closes a session; it becomes ready once it has a reward.
-// Committing a closed session is a no-op. Durable on return.
+// Committing a closed session is a no-op; a consumed and continued one
+// commits its newest part. Durable on return; ErrForbidden as Feedback.
 func (s *Store) Commit(ctx context.Context, session string) (*Session, error) {
 	if session == "" {
 		return nil, fmt.Errorf("commit needs session: %w", ErrInvalid)
@@ -109,14 +143,11 @@ func (s *Store) Commit(ctx context.Context, session string) (*Session, error) {
 	var out *Session
 	err := s.do(ctx, func() error {
 		return s.update(true, func(t *tx) error {
-			rec, err := t.session(session)
+			rec, err := t.ownedSession(ctx, session, "commit")
 			if err != nil {
 				return err
 			}
-			if rec == nil {
-				return fmt.Errorf("session %s: %w", session, ErrNotFound)
-			}
-			if err := t.close(rec, "commit"); err != nil {
+			if err := t.closeAndReady(rec, "commit"); err != nil {
 				return err
 			}
 			out = copySession(rec)
@@ -128,7 +159,8 @@ func (s *Store) Commit(ctx context.Context, session string) (*Session, error) {
 
 // TrinityFeedback applies a Trinity-RFT reward: msgIDs are the response ids
 // the agent saw; the reward goes once to every session they belong to.
-// Unknown ids are skipped; ErrNotFound when none is known. Durable.
+// Unknown ids, and with an owner in ctx ids of other clients' sessions, are
+// skipped; ErrNotFound when none is left. Durable.
 func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward float64, taskID, runID string) ([]string, error) {
 	if len(msgIDs) == 0 {
 		return nil, fmt.Errorf("msg_ids is empty: %w", ErrInvalid)
@@ -136,6 +168,7 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 	if math.IsNaN(reward) || math.IsInf(reward, 0) {
 		return nil, fmt.Errorf("reward must be finite: %w", ErrInvalid)
 	}
+	owner, restricted := ownerFrom(ctx)
 	var sessions []string
 	err := s.do(ctx, func() error {
 		sessions = nil
@@ -144,10 +177,18 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 			if err != nil {
 				return err
 			}
+			var done []string
 			for _, id := range ids {
 				rec, err := t.session(id)
-				if err != nil || rec == nil {
+				if err != nil {
 					return err
+				}
+				if rec == nil {
+					continue
+				}
+				if restricted && !owns(owner, rec) {
+					t.s.countForeign(t, "trinity", true, false)
+					continue
 				}
 				if err := t.setTask(rec, taskID); err != nil {
 					return err
@@ -156,12 +197,16 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 					rec.RunID = runID
 				}
 				t.addReward(rec, Reward{Value: reward, Source: "trinity", At: t.now})
-				if err := t.tryReady(rec); err != nil {
+				if err := t.rewarded(rec); err != nil {
 					return err
 				}
+				done = append(done, id)
 			}
-			sessions = ids
-			n := float64(len(ids))
+			if len(done) == 0 {
+				return fmt.Errorf("none of %d msg_ids is a captured response: %w", len(msgIDs), ErrNotFound)
+			}
+			sessions = done
+			n := float64(len(done))
 			t.after = append(t.after, func() { s.m.feedback.WithLabelValues("trinity").Add(n) })
 			return nil
 		})
@@ -192,8 +237,9 @@ func (t *tx) sessionsOfResponses(msgIDs []string) ([]string, error) {
 }
 
 // TrinityCommit commits every open session that has a reward and returns
-// their ids. Durable.
+// their ids; with an owner in ctx only that owner's sessions. Durable.
 func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
+	owner, restricted := ownerFrom(ctx)
 	var done []string
 	err := s.do(ctx, func() error {
 		done = nil
@@ -203,10 +249,10 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 				if err != nil {
 					return err
 				}
-				if rec == nil || rec.State != StateOpen || !rec.rewarded() {
+				if rec == nil || rec.State != StateOpen || !rec.rewarded() || restricted && rec.Owner != owner {
 					continue
 				}
-				if err := t.close(rec, "trinity"); err != nil {
+				if err := t.closeAndReady(rec, "trinity"); err != nil {
 					return err
 				}
 				done = append(done, id)

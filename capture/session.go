@@ -71,7 +71,8 @@ type Session struct {
 	ContinuedBy    string `json:"continued_by,omitempty"`
 	ContinuationOf string `json:"continuation_of,omitempty"`
 	Root           string `json:"root,omitempty"`
-	Part           int    `json:"part,omitempty"` // 2, 3, ... on continuations
+	Part           int    `json:"part,omitempty"`   // 2, 3, ... on continuations
+	Latest         string `json:"latest,omitempty"` // on the root: the newest part
 	// Rebuilds counts how often the session's experiences were withdrawn
 	// and built again (a call or a reward arrived after it was ready).
 	Rebuilds int `json:"rebuilds,omitempty"`

@@ -30,6 +30,10 @@ var ErrNotFound = errors.New("not found")
 // ErrInvalid is wrapped by errors about bad requests (HTTP 400).
 var ErrInvalid = errors.New("invalid request")
 
+// ErrQueueFull is what Call.Durable gets for a call dropped because the
+// capture queue was full (capture.on_full: drop).
+var ErrQueueFull = errors.New("capture queue full")
+
 // Store is the capture store: the proxy's Recorder, the control plane's
 // feedback and commit target and the trainer's experience source.
 type Store struct {
@@ -41,7 +45,7 @@ type Store struct {
 	// hot path, safe for concurrent use
 	live    *lru.Cache[string, bool]   // session id -> selected
 	infer   *lru.Cache[uint64, string] // hash(messages + reply) -> session id
-	pending *lru.Cache[string, uint64] // call id -> hash of its request messages
+	pending *lru.Cache[string, pendingHash] // call id -> hash of its request messages
 
 	mu      sync.RWMutex // guards closed against sends on q
 	closed  bool
@@ -60,6 +64,7 @@ type item struct {
 	call *Call
 	enc  []byte // the call's record, encoded by the encoder goroutine
 	op   *op
+	err  error // why the writer did not store call
 }
 
 type op struct {
@@ -98,6 +103,9 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 	if err == nil {
 		s.w, err = loadWriterState(s)
 	}
+	if err == nil {
+		err = s.recoverReady()
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -116,7 +124,7 @@ func (s *Store) initCaches() error {
 	if s.infer, err = lru.New[uint64, string](s.opts.Session.InferCache); err != nil {
 		return fmt.Errorf("inference cache: %w", err)
 	}
-	if s.pending, err = lru.New[string, uint64](s.opts.Queue.CacheSize); err != nil {
+	if s.pending, err = lru.New[string, pendingHash](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("pending cache: %w", err)
 	}
 	return nil
@@ -192,9 +200,11 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 		id := uuid.NewString()
 		return id, xxhash.Sum64String(id), true
 	}
-	s.pending.Add(a.CallID, hs[len(hs)-1])
+	// The owner's salt: one client's call never joins another's conversation.
+	salt := ownerSalt(a.Owner)
+	s.pending.Add(a.CallID, pendingHash{hs[len(hs)-1], salt})
 	for i := len(hs) - 1; i >= 0; i-- {
-		if id, ok := s.infer.Get(hs[i]); ok {
+		if id, ok := s.infer.Get(hs[i] ^ salt); ok {
 			return id, opening, false
 		}
 	}
@@ -238,13 +248,15 @@ func (s *Store) countSkipped(a *Admission) {
 }
 
 // Record enqueues a captured call; the store owns c afterwards. It never
-// waits on disk: with on_full=drop a full queue drops the call and counts it.
+// waits on disk: with on_full=drop a full queue drops the call and counts it
+// (and answers c.Durable with ErrQueueFull).
 func (s *Store) Record(c *Call) {
 	s.registerReply(c)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		s.m.dropped.Inc()
+		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrClosed))
 		return
 	}
 	if s.opts.Queue.OnFull == "block" {
@@ -255,6 +267,7 @@ func (s *Store) Record(c *Call) {
 	case s.q <- item{call: c}:
 	default:
 		s.m.dropped.Inc()
+		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrQueueFull))
 	}
 }
 
@@ -264,7 +277,7 @@ func (s *Store) registerReply(c *Call) {
 	if c.Hone.Session != "" || !s.opts.Session.Infer {
 		return
 	}
-	h, ok := s.pending.Peek(c.ID)
+	p, ok := s.pending.Peek(c.ID)
 	if !ok {
 		return
 	}
@@ -272,9 +285,13 @@ func (s *Store) registerReply(c *Call) {
 	d := xxhash.New()
 	for i := range c.Choices {
 		m := replyMessage(&c.Choices[i])
-		s.infer.Add(m.extend(d, h), c.Session)
+		s.infer.Add(m.extend(d, p.h)^p.salt, c.Session)
 	}
 }
+
+// pendingHash is the message-prefix hash of an admitted call and its
+// owner's salt.
+type pendingHash struct{ h, salt uint64 }
 
 // do runs fn on the writer goroutine after everything queued before it and
 // waits for its result.

@@ -420,7 +420,10 @@ func TestUnknownSessionAndBadFeedback(t *testing.T) {
 func TestEvictConsumedAndCallTTL(t *testing.T) {
 	ctx := context.Background()
 	o := testOptions()
+	defer func(m time.Duration) { ttlMargin = m }(ttlMargin)
+	ttlMargin = 0
 	o.Retention.CallTTL = time.Second
+	o.Session.IdleTimeout, o.Reward.Deadline = 200*time.Millisecond, 200*time.Millisecond
 	s := openTest(t, t.TempDir(), o)
 	defer s.Close()
 	v := newVocab()

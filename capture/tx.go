@@ -18,14 +18,106 @@ type batchWriter interface {
 // touched are kept in touched, and in-memory bookkeeping runs in after only
 // once the writes are committed.
 type tx struct {
-	s       *Store
-	w       batchWriter
-	txn     *badger.Txn                    // read view
-	read    func(k []byte) ([]byte, error) // nil value and nil error when absent
-	touched map[string]*Session
-	after   []func()
-	now     time.Time
-	cursor  *uint64 // ready-queue cursor as advanced by this unit, once used
+	s        *Store
+	w        batchWriter
+	txn      *badger.Txn                    // read view
+	read     func(k []byte) ([]byte, error) // nil value and nil error when absent
+	touched  map[string]*Session
+	after    []func()
+	now      time.Time
+	cursor   *uint64             // ready-queue cursor as advanced by this unit, once used
+	ready    []string            // committed sessions to build after a batch of calls
+	readySet map[string]struct{} // ready, as a set
+}
+
+// readyLater notes a committed session whose experiences are built once the
+// batch's calls are visible (flushCalls).
+func (t *tx) readyLater(rec *Session) {
+	if rec.State != StateCommitted {
+		return
+	}
+	if t.readySet == nil {
+		t.readySet = map[string]struct{}{}
+	}
+	if _, ok := t.readySet[rec.ID]; !ok {
+		t.readySet[rec.ID] = struct{}{}
+		t.ready = append(t.ready, rec.ID)
+	}
+}
+
+// newSession makes an open session for the first call of id; reconcile
+// looks for calls a crash left without their session record.
+func (t *tx) newSession(id, owner string, reconcile bool) (*Session, error) {
+	rec := &Session{ID: id, Created: t.now, Owner: owner}
+	if err := t.setState(rec, StateOpen); err != nil {
+		return nil, err
+	}
+	if reconcile {
+		t.reconcile(rec)
+	}
+	return rec, nil
+}
+
+// latest follows a consumed session's continuation links to its newest
+// part (the root of a chain knows it; parts link to the next).
+func (t *tx) latest(rec *Session) (*Session, error) {
+	for n := 0; rec.State == StateConsumed && n < maxChain; n++ {
+		next := rec.ContinuedBy
+		if rec.Latest != "" && rec.Latest != rec.ID {
+			next = rec.Latest
+		}
+		if next == "" {
+			return rec, nil
+		}
+		nrec, err := t.session(next)
+		if err != nil || nrec == nil {
+			return rec, err
+		}
+		rec = nrec
+	}
+	return rec, nil
+}
+
+// continueSession starts the next part of prev's chain, <root>.<n>, with
+// prev's owner, task, model, tags and run id (its selection follows the id
+// the agent sends, which does not change), and links both ways.
+func (t *tx) continueSession(prev *Session) (*Session, error) {
+	root := prev
+	if prev.Root != "" {
+		r, err := t.session(prev.Root)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			root = r
+		}
+	}
+	part := max(prev.Part, 1) + 1
+	var id string
+	for ; ; part++ {
+		id = continuationID(root.ID, part)
+		taken, err := t.session(id)
+		if err != nil {
+			return nil, err
+		}
+		if taken == nil {
+			break
+		}
+	}
+	next := &Session{ID: id, Created: t.now, Owner: prev.Owner, Model: prev.Model, RunID: prev.RunID,
+		Tags: append([]string(nil), prev.Tags...), Root: root.ID, Part: part, ContinuationOf: prev.ID}
+	if err := t.setState(next, StateOpen); err != nil {
+		return nil, err
+	}
+	if err := t.setTask(next, prev.Task); err != nil {
+		return nil, err
+	}
+	prev.ContinuedBy = id
+	root.Latest = id
+	t.touch(prev)
+	t.touch(root)
+	t.after = append(t.after, t.s.m.continuations.Inc)
+	return next, nil
 }
 
 // nextCursor assigns the next ready-queue cursor within this unit.

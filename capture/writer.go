@@ -17,6 +17,10 @@ type writerState struct {
 	waiting *timeHeap // committed, unrewarded session -> commit time
 	// open sessions with a reward: what a Trinity /commit closes
 	rewardedOpen map[string]struct{}
+	// committed sessions with a reward found at load: a crash came between
+	// the batch that committed them (or gave a ready one another call) and
+	// the building of their experiences; Open builds them
+	recover []string
 	cursor       uint64             // last ready-queue cursor assigned
 	acked        uint64             // ack watermark
 	wb           *badger.WriteBatch // open write batch of calls, committing asynchronously
@@ -65,13 +69,16 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 			if err != nil {
 				return err
 			}
-			if st == StateOpen {
+			switch {
+			case st == StateOpen:
 				w.open.set(id, rec.LastCall)
 				if rec.rewarded() {
 					w.rewardedOpen[id] = struct{}{}
 				}
-			} else if !rec.rewarded() {
+			case !rec.rewarded():
 				w.waiting.set(id, rec.Since)
+			default:
+				w.recover = append(w.recover, id)
 			}
 			return nil
 		})
@@ -79,6 +86,26 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 			return err
 		}
 		w.s.m.states.WithLabelValues(string(st)).Set(float64(n))
+	}
+	return nil
+}
+
+// recoverReady builds the experiences of the committed, rewarded sessions
+// found at load (before the writer starts).
+func (s *Store) recoverReady() error {
+	ids := s.w.recover
+	s.w.recover = nil
+	for _, id := range ids {
+		err := s.update(true, func(t *tx) error {
+			rec, err := t.session(id)
+			if err != nil || rec == nil {
+				return err
+			}
+			return t.tryReady(rec)
+		})
+		if err != nil { // the session stays committed; hone still starts
+			s.log.Error("ready session after restart", "session", id, "err", err)
+		}
 	}
 	return nil
 }
@@ -214,8 +241,11 @@ func (s *Store) take(batch []item, it item) []item {
 
 // flushCalls encodes a batch of calls with their session records into the
 // open Badger write batch, which commits asynchronously while the writer goes
-// on (syncWrites waits for it). Header commits and rewards need the calls
-// visible, so they sync first. It returns the emptied batch.
+// on (syncWrites waits for it). Header commits and rewards are part of the
+// batch; sessions they (or a call to a ready session) leave committed with a
+// reward build their experiences after the batch, which needs the calls
+// visible. Calls with a Durable channel get their answer once all of that
+// is synced. It returns the emptied batch.
 func (s *Store) flushCalls(batch []item) []item {
 	if len(batch) == 0 {
 		return batch
@@ -226,23 +256,24 @@ func (s *Store) flushCalls(batch []item) []item {
 	}
 	var t *tx
 	var bytes, stored int
-	settle := false
+	durable := false
 	err := s.db.View(func(txn *badger.Txn) error {
 		t = s.newTx(s.w.wb, txn)
-		for _, it := range batch {
-			c := it.call
+		for i := range batch {
+			c := batch[i].call
+			durable = durable || c.Durable != nil
 			if err := checkCall(c); err != nil {
 				s.m.dropped.Inc()
 				s.log.Warn("drop captured call", "err", err)
+				batch[i].err = err
 				continue
 			}
-			n, err := s.putCall(t, c, it.enc)
+			n, err := s.putCall(t, c, batch[i].enc)
 			if err != nil {
 				return err
 			}
 			bytes += n
 			stored++
-			settle = settle || c.Hone.Commit || c.Hone.Reward != nil
 		}
 		return t.flush()
 	})
@@ -253,33 +284,91 @@ func (s *Store) flushCalls(batch []item) []item {
 		s.w.cache.Purge()
 		s.m.dropped.Add(float64(stored))
 		s.log.Error("write captured calls", "calls", len(batch), "err", err)
+		answerDurable(batch, err, nil)
+		clear(batch)
 		return batch[:0]
 	}
 	t.committed()
 	s.m.stored.Add(float64(stored))
 	s.m.storedBytes.Add(float64(bytes))
 	s.m.batchSeconds.Observe(time.Since(start).Seconds())
-	if settle {
-		s.settleHeaders(batch)
+	var failed map[string]error
+	if len(t.ready) > 0 || durable {
+		failed = s.readyAfterBatch(t.ready)
+	}
+	if durable {
+		var err error
+		if failed[""] == nil {
+			err = s.db.Sync() // Badger's SyncWrites is off: one fsync for the calls that wait on it
+		}
+		answerDurable(batch, err, failed)
 	}
 	clear(batch)
 	return batch[:0]
 }
 
-// settleHeaders applies X-Hone-Commit and X-Hone-Reward of a written batch.
-func (s *Store) settleHeaders(batch []item) {
+// readyAfterBatch syncs the batch's writes and builds the experiences of
+// the sessions it left committed with a reward. It returns the errors by
+// session ("" for the sync of the batch itself).
+func (s *Store) readyAfterBatch(ids []string) map[string]error {
 	if err := s.syncWrites(); err != nil {
-		return
+		return map[string]error{"": err}
 	}
+	var failed map[string]error
+	for _, id := range ids {
+		err := s.update(false, func(t *tx) error {
+			rec, err := t.session(id)
+			if err != nil || rec == nil {
+				return err
+			}
+			return t.tryReady(rec)
+		})
+		if err != nil {
+			s.log.Error("ready session after its calls", "session", id, "err", err)
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[id] = err
+		}
+	}
+	return failed
+}
+
+// answerDurable sends each waiting call its result: its own error, the
+// batch's, or its session's.
+func answerDurable(batch []item, err error, failed map[string]error) {
 	for _, it := range batch {
 		c := it.call
-		if !c.Hone.Commit && c.Hone.Reward == nil {
+		if c == nil || c.Durable == nil {
 			continue
 		}
-		if err := s.settle(c.Session, c.Hone.Commit); err != nil {
-			s.log.Error("commit or reward from header", "session", c.Session, "err", err)
+		e := it.err
+		if e == nil {
+			e = err
 		}
+		if e == nil {
+			e = failed[""]
+		}
+		if e == nil {
+			e = failed[c.Session]
+		}
+		if e != nil {
+			e = fmt.Errorf("capture call %s: %w", c.ID, e)
+		}
+		sendDurable(c, e)
 	}
+}
+
+// sendDurable answers a call's Durable channel without ever blocking.
+func sendDurable(c *Call, err error) {
+	if c.Durable == nil {
+		return
+	}
+	select {
+	case c.Durable <- err:
+	default:
+	}
+	c.Durable = nil
 }
 
 // syncWrites waits until the open write batch is committed. On failure the
@@ -308,25 +397,20 @@ func checkCall(c *Call) error {
 // putCall assigns the call its sequence number, updates its session and
 // writes the call with its indexes. It returns the encoded size.
 func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
-	rec, err := t.sessionOf(c)
+	sent := c.Session
+	rec, err := s.sessionFor(t, c)
 	if err != nil {
 		return 0, err
 	}
-	if rec == nil {
-		rec = &Session{ID: c.Session, Created: t.now}
-		if err := t.setState(rec, StateOpen); err != nil {
-			return 0, err
-		}
-		if !c.NewSession {
-			t.reconcile(rec)
-		}
+	if c.Session != sent {
+		enc = nil // stored in another session than the encoder saw
 	}
 	if err := s.noteCall(t, rec, c); err != nil {
 		return 0, err
 	}
 	ttl := s.opts.Retention.CallTTL
 	if enc == nil {
-		enc = encodeCall(nil, c)
+		enc = compactCall(encodeCall(nil, c))
 	}
 	patchSeq(enc, c.Seq)
 	entries := []*badger.Entry{
@@ -347,7 +431,86 @@ func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
 	return len(enc), nil
 }
 
-// noteCall folds a call into its session record.
+// maxChain bounds the continuation links followed for one call.
+const maxChain = 64
+
+// sessionFor returns the session a call is stored in, creating it when
+// needed, and sets c.Session to it (doc.go, Sessions and Ownership):
+//   - a session id of another owner: the caller's own <id>@<owner tag>;
+//   - a consumed session: its continuation, made on first need;
+//   - a ready one: it takes the call and goes back to committed, and its
+//     experiences are rebuilt after the batch;
+//   - a session old enough that its first calls may expire before a new
+//     call could be trained on (retention.call_ttl): closed, and continued;
+//   - a dropped one: the call is an orphan (stored, counted, never trained).
+func (s *Store) sessionFor(t *tx, c *Call) (*Session, error) {
+	rec, err := t.sessionOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && foreign(c.Owner, rec) {
+		s.countForeign(t, "header", c.Hone.Reward != nil, c.Hone.Commit)
+		c.Session = ownedID(rec.ID, c.Owner)
+		if rec, err = t.session(c.Session); err != nil {
+			return nil, err
+		}
+	}
+	if rec == nil {
+		return t.newSession(c.Session, c.Owner, !c.NewSession)
+	}
+	if rec, err = t.latest(rec); err != nil {
+		return nil, err
+	}
+	if rec.State != StateDropped && rec.State != StateConsumed && s.aging(rec, t.now) {
+		if err := t.close(rec, "ttl"); err != nil {
+			return nil, err
+		}
+		t.readyLater(rec)
+		rec, err = t.continueSession(rec)
+	} else {
+		switch rec.State {
+		case StateConsumed:
+			rec, err = t.continueSession(rec)
+		case StateReady:
+			err = t.setState(rec, StateCommitted) // rebuilt with this call after the batch
+		case StateDropped:
+			rec.Orphans++
+			t.touch(rec)
+			t.after = append(t.after, s.m.orphans.Inc)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Session = rec.ID
+	return rec, nil
+}
+
+// aging reports whether a session is so old that a call joining it now
+// might lose its first calls to retention.call_ttl before the session is
+// built: its age is past call_ttl minus the longest it can still take to
+// close and get its reward (idle timeout + reward deadline + margin).
+func (s *Store) aging(rec *Session, now time.Time) bool {
+	ttl := s.opts.Retention.CallTTL
+	if ttl <= 0 || rec.Created.IsZero() {
+		return false
+	}
+	return now.Sub(rec.Created) >= ttl-s.opts.Session.IdleTimeout-s.opts.Reward.Deadline-ttlMargin
+}
+
+func (s *Store) countForeign(t *tx, source string, reward, commit bool) {
+	t.after = append(t.after, func() {
+		if reward {
+			s.m.foreign.WithLabelValues(source, "reward").Inc()
+		}
+		if commit {
+			s.m.foreign.WithLabelValues(source, "commit").Inc()
+		}
+	})
+}
+
+// noteCall folds a call into its session record: sequence number, counts,
+// task, tags, and its header reward and commit.
 func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 	c.Seq = rec.NextSeq
 	rec.NextSeq++
@@ -381,9 +544,17 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 		s.m.feedback.WithLabelValues("header").Inc()
 	}
 	t.touch(rec)
-	if rec.State == StateOpen {
+	if c.Hone.Commit {
+		if err := t.close(rec, "header"); err != nil {
+			return err
+		}
+	}
+	switch rec.State {
+	case StateOpen:
 		id, last := rec.ID, rec.LastCall
 		t.after = append(t.after, func() { s.w.open.set(id, last) })
+	case StateCommitted:
+		t.readyLater(rec)
 	}
 	return nil
 }

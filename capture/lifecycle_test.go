@@ -1,0 +1,446 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// turn records call i of the 3-call tool session under session id with the
+// given owner and headers, and waits for it to be written when wait is set.
+func turn(t *testing.T, s *Store, v *vocab, session, owner string, i int, reward *float64, commit, wait bool) *Call {
+	t.Helper()
+	prompts, replies := toolSession()
+	c := v.makeCall(fmt.Sprintf("%s-%s-%d", session, owner, i), session, prompts[i], replies[i], int64(i+1))
+	c.Hone.Task = "grp"
+	c.Hone.Reward, c.Hone.Commit = reward, commit
+	c.Owner = owner
+	verdict := s.Admit(&Admission{CallID: c.ID, Route: RouteChat, Model: "qwen", Hone: c.Hone, Body: c.Request, Owner: owner})
+	if verdict.Session != session || !verdict.Capture {
+		t.Fatalf("verdict %+v", verdict)
+	}
+	s.Record(c)
+	if wait {
+		s.syncQueue(t)
+	}
+	return c
+}
+
+func session(t *testing.T, s *Store, id string) *Session {
+	t.Helper()
+	rec, _, err := s.GetSession(context.Background(), id)
+	if err != nil {
+		t.Fatalf("session %s: %v", id, err)
+	}
+	return rec
+}
+
+// liveExperiences returns the experiences in the ready queue by session.
+func liveExperiences(t *testing.T, s *Store) map[string][]Experience {
+	t.Helper()
+	exps, err := s.Experiences(context.Background(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]Experience{}
+	for _, e := range exps {
+		out[e.Session] = append(out[e.Session], e)
+	}
+	return out
+}
+
+// Issue 10: X-Hone-Commit (with a reward) on every call, as a default header
+// sends it. The session is ready after the first call; each later call goes
+// back into it and its experience is rebuilt: the queue ends with one
+// experience holding all three calls, which replaces the earlier ones.
+func TestCommitOnEveryCallKeepsEveryCall(t *testing.T) {
+	for _, wait := range []bool{true, false} { // one batch per call, or all in one batch
+		t.Run(fmt.Sprintf("batch-per-call=%v", wait), func(t *testing.T) {
+			s := openTest(t, t.TempDir(), testOptions())
+			defer s.Close()
+			v := newVocab()
+			for i := 0; i < 3; i++ {
+				turn(t, s, v, "every", "", i, ptr(float64(i)), true, wait)
+			}
+			s.syncQueue(t)
+			rec := session(t, s, "every")
+			if rec.State != StateReady || rec.Calls != 3 || len(rec.Cursors) != 1 {
+				t.Fatalf("session %s calls %d cursors %v", rec.State, rec.Calls, rec.Cursors)
+			}
+			exps := liveExperiences(t, s)["every"]
+			if len(exps) != 1 || len(exps[0].Steps) != 3 || exps[0].Reward != 2 || exps[0].Task != "grp" {
+				t.Fatalf("experiences %+v", exps)
+			}
+			if wait {
+				if exps[0].Cursor != 3 || fmt.Sprint(exps[0].Replaces) != "[2]" || rec.Rebuilds != 2 {
+					t.Fatalf("cursor %d replaces %v rebuilds %d, want 3 [2] 2", exps[0].Cursor, exps[0].Replaces, rec.Rebuilds)
+				}
+				if got := counterValue(s.m.rebuilds); got != 2 {
+					t.Fatalf("rebuild counter %v", got)
+				}
+			}
+		})
+	}
+}
+
+// A reward that arrives after a session is ready rebuilds it; once it is
+// consumed a reward is stored but not applied.
+func TestRewardAfterReady(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	runSession(t, s, newVocab(), "late")
+	if _, err := s.Feedback(ctx, FeedbackReq{Session: "late", Reward: ptr(0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Feedback(ctx, FeedbackReq{Session: "late", Reward: ptr(0.9)})
+	if err != nil || rec.State != StateReady || fmt.Sprint(rec.Cursors) != "[2]" {
+		t.Fatalf("feedback on ready: %+v %v", rec, err)
+	}
+	exps := liveExperiences(t, s)["late"]
+	if len(exps) != 1 || exps[0].Reward != 0.9 || exps[0].Cursor != 2 || fmt.Sprint(exps[0].Replaces) != "[1]" {
+		t.Fatalf("rebuilt experience %+v", exps)
+	}
+	if _, err := s.Commit(ctx, "late"); err != nil { // commit of a ready session: nothing changes
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = s.Feedback(ctx, FeedbackReq{Session: "late", Reward: ptr(-1)})
+	if err != nil || rec.State != StateConsumed || len(rec.Rewards) != 3 {
+		t.Fatalf("feedback on consumed: %+v %v", rec, err)
+	}
+	if last, _, _ := s.Cursor(ctx); last != 2 {
+		t.Fatalf("a reward on a consumed session queued something: cursor %d", last)
+	}
+}
+
+// A call for a consumed session starts a continuation: <id>.2, linked both
+// ways, with the task and owner of the first part; later calls that send the
+// old id follow the link, and a third part is <id>.3.
+func TestConsumedSessionContinues(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	turn(t, s, v, "conv", "key:a", 0, ptr(1), true, true)
+	if err := s.Ack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if rec := session(t, s, "conv"); rec.State != StateConsumed {
+		t.Fatalf("state %s", rec.State)
+	}
+	c := turn(t, s, v, "conv", "key:a", 1, nil, false, true)
+	turn(t, s, v, "conv", "key:a", 2, ptr(0.5), true, true)
+	first, next := session(t, s, "conv"), session(t, s, "conv.2")
+	if first.ContinuedBy != "conv.2" || first.Latest != "conv.2" || first.Calls != 1 {
+		t.Fatalf("first part %+v", first)
+	}
+	if next.ContinuationOf != "conv" || next.Root != "conv" || next.Part != 2 || next.Task != "grp" ||
+		next.Owner != "key:a" || next.Calls != 2 || next.State != StateReady {
+		t.Fatalf("continuation %+v", next)
+	}
+	_, calls, _ := s.GetSession(ctx, "conv.2")
+	if len(calls) != 2 || calls[0].ID != c.ID || calls[0].Session != "conv.2" || calls[0].Hone.Session != "conv" {
+		t.Fatalf("continuation calls %+v", calls)
+	}
+	exps := liveExperiences(t, s)["conv.2"]
+	if len(exps) != 1 || exps[0].ContinuationOf != "conv" || len(exps[0].Steps) != 2 || exps[0].Reward != 0.5 {
+		t.Fatalf("continuation experience %+v", exps)
+	}
+	// Feedback and commit by the id the agent knows reach the newest part.
+	if rec, err := s.Feedback(ctx, FeedbackReq{Session: "conv", Reward: ptr(0.7)}); err != nil || rec.ID != "conv.2" {
+		t.Fatalf("feedback by the root id: %+v %v", rec, err)
+	}
+	last, _, _ := s.Cursor(ctx)
+	if err := s.Ack(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	turn(t, s, v, "conv", "key:a", 0, nil, false, true)
+	if rec := session(t, s, "conv"); rec.Latest != "conv.3" || session(t, s, "conv.2").ContinuedBy != "conv.3" {
+		t.Fatalf("third part not linked: %+v", rec)
+	}
+	if got := counterValue(s.m.continuations); got != 2 {
+		t.Fatalf("continuations counted %v", got)
+	}
+}
+
+// A call for a dropped session is an orphan: stored, counted, not trained.
+func TestDroppedSessionOrphanCall(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Reward.Deadline = time.Minute
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	turn(t, s, v, "gone", "", 0, nil, true, true)
+	if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	turn(t, s, v, "gone", "", 1, ptr(1), true, true)
+	rec := session(t, s, "gone")
+	if rec.State != StateDropped || rec.Calls != 2 || rec.Orphans != 1 {
+		t.Fatalf("dropped session %+v", rec)
+	}
+	if got := counterValue(s.m.orphans); got != 1 {
+		t.Fatalf("orphans counted %v", got)
+	}
+	if last, _, _ := s.Cursor(ctx); last != 0 {
+		t.Fatalf("an orphan call queued an experience (cursor %d)", last)
+	}
+}
+
+// A call that names another client's session is stored in a session of its
+// own owner (<id>@<tag>); its header reward and commit never touch the
+// other client's session and are counted.
+func TestForeignCallsAndFeedback(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	turn(t, s, v, "shared", "key:a", 0, nil, false, true)
+	turn(t, s, v, "shared", "key:b", 1, ptr(-5), true, true)
+	a := session(t, s, "shared")
+	if a.Owner != "key:a" || a.State != StateOpen || a.rewarded() || a.Calls != 1 {
+		t.Fatalf("owner a's session touched by b: %+v", a)
+	}
+	bid := ownedID("shared", "key:b")
+	b := session(t, s, bid)
+	if b.Owner != "key:b" || b.Calls != 1 || b.State != StateReady || !strings.HasPrefix(bid, "shared@") {
+		t.Fatalf("owner b's own session %s: %+v", bid, b)
+	}
+	if got := counterValue(s.m.foreign.WithLabelValues("header", "reward")) + counterValue(s.m.foreign.WithLabelValues("header", "commit")); got != 2 {
+		t.Fatalf("foreign header feedback counted %v, want 2", got)
+	}
+
+	asA, asB, asC := WithOwner(ctx, "key:a"), WithOwner(ctx, "key:b"), WithOwner(ctx, "key:c")
+	if _, err := s.Feedback(asC, FeedbackReq{Session: "shared", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("feedback of a stranger: %v", err)
+	}
+	if _, err := s.Commit(asC, "shared"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("commit of a stranger: %v", err)
+	}
+	if _, err := s.Feedback(asC, FeedbackReq{Call: "shared-key:a-0", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("call feedback of a stranger: %v", err)
+	}
+	if rec, err := s.Feedback(asB, FeedbackReq{Session: "shared", Reward: ptr(0.3)}); err != nil || rec.ID != bid {
+		t.Fatalf("b's feedback by the id it sent: %+v %v", rec, err)
+	}
+	if rec, err := s.Feedback(asA, FeedbackReq{Session: "shared", Reward: ptr(1)}); err != nil || rec.ID != "shared" {
+		t.Fatalf("owner's feedback: %+v %v", rec, err)
+	}
+	if _, err := s.Feedback(ctx, FeedbackReq{Session: "shared", Reward: ptr(0.5)}); err != nil {
+		t.Fatalf("control plane (no owner): %v", err)
+	}
+	if _, err := s.TrinityFeedback(asC, []string{"chatcmpl-shared-key:a-0"}, 1, "", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("trinity feedback of a stranger: %v", err)
+	}
+	turn(t, s, v, "other-a", "key:a", 0, ptr(1), false, true)
+	turn(t, s, v, "other-c", "key:c", 0, ptr(1), false, true)
+	done, err := s.TrinityCommit(asC)
+	if err != nil || fmt.Sprint(done) != "[other-c]" {
+		t.Fatalf("trinity commit as c: %v %v", done, err)
+	}
+	if rec := session(t, s, "other-a"); rec.State != StateOpen {
+		t.Fatalf("c's trinity commit closed a's session: %s", rec.State)
+	}
+	// Sessions without an owner may be rewarded by anyone allowed at all.
+	turn(t, s, v, "anon", "", 0, nil, false, true)
+	if _, err := s.Feedback(asC, FeedbackReq{Session: "anon", Reward: ptr(1)}); err != nil {
+		t.Fatalf("feedback on an unowned session: %v", err)
+	}
+	if rec, err := s.Commit(asC, "anon"); err != nil || rec.State != StateReady {
+		t.Fatalf("commit of an unowned session: %+v %v", rec, err)
+	}
+}
+
+// Session inference is per owner: identical conversations of two clients
+// are two sessions.
+func TestInferencePerOwner(t *testing.T) {
+	o := testOptions()
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	sessions := map[string]string{}
+	for _, owner := range []string{"key:a", "key:b"} {
+		var sid string
+		for i := 0; i < 2; i++ {
+			c := v.makeCall(fmt.Sprintf("%s-%d", owner, i), "", prompts[i], replies[i], 1)
+			c.Hone.Session = ""
+			verdict := s.Admit(&Admission{CallID: c.ID, Route: RouteChat, Hone: c.Hone, Body: c.Request, Owner: owner})
+			if i == 1 && verdict.Session != sid {
+				t.Fatalf("%s: second turn inferred %s, want %s", owner, verdict.Session, sid)
+			}
+			sid = verdict.Session
+			c.Session, c.Owner = sid, owner
+			s.Record(c)
+		}
+		sessions[owner] = sid
+	}
+	if sessions["key:a"] == sessions["key:b"] {
+		t.Fatal("two owners' identical conversations share one session")
+	}
+}
+
+// Call.Durable gets one answer once the call and its header settlement are
+// synced (the session is then ready for every reader), and an error, never
+// silence, for a call that is not stored.
+func TestDurable(t *testing.T) {
+	o := testOptions()
+	o.Queue.Size = 1
+	s := openTest(t, t.TempDir(), o)
+	v := newVocab()
+	prompts, replies := toolSession()
+	c := v.makeCall("d1", "dur", prompts[0], replies[0], 1)
+	c.Hone.Reward, c.Hone.Commit = ptr(1), true
+	done := make(chan error, 1)
+	c.Durable = done
+	s.Record(c)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Durable never answered")
+	}
+	if rec, _, err := s.GetSession(context.Background(), "dur"); err != nil || rec.State != StateReady {
+		t.Fatalf("after Durable: %+v %v", rec, err)
+	}
+
+	bad := v.makeCall("d2", "bad\x00id", prompts[0], replies[0], 1)
+	badDone := make(chan error, 1)
+	bad.Durable = badDone
+	s.Record(bad)
+	if err := <-badDone; !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid call: %v", err)
+	}
+
+	release := blockWriter(s)
+	var full error
+	for i := 0; full == nil && i < queueBound(o)+10; i++ {
+		c := v.makeCall(fmt.Sprintf("f%d", i), "full", prompts[0], replies[0], 1)
+		ch := make(chan error, 1)
+		c.Durable = ch
+		s.Record(c)
+		select {
+		case full = <-ch:
+		default:
+		}
+	}
+	release()
+	if !errors.Is(full, ErrQueueFull) {
+		t.Fatalf("full queue: %v", full)
+	}
+	s.Close()
+	late := v.makeCall("d3", "dur", prompts[1], replies[1], 1)
+	lateDone := make(chan error, 1)
+	late.Durable = lateDone
+	s.Record(late)
+	if err := <-lateDone; !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed store: %v", err)
+	}
+}
+
+// retention.call_ttl must leave room for a session to close and get its
+// reward; the error names the keys.
+func TestCallTTLValidated(t *testing.T) {
+	for _, tc := range []struct {
+		ttl, idle, deadline time.Duration
+		want                string
+	}{
+		{time.Hour, 10 * time.Minute, time.Hour, "retention.call_ttl 1h0m0s must exceed session.idle_timeout (10m0s) + reward.deadline (1h0m0s)"},
+		{48 * time.Hour, 0, time.Hour, "needs session.idle_timeout"},
+		{48 * time.Hour, time.Minute, 0, "reward.deadline (0s) set"},
+		{-time.Second, time.Minute, time.Hour, "want >= 0"},
+		{2 * time.Hour, 10 * time.Minute, time.Hour, ""},
+		{0, 0, 0, ""},
+	} {
+		o := DefaultOptions()
+		o.Retention.CallTTL, o.Session.IdleTimeout, o.Reward.Deadline = tc.ttl, tc.idle, tc.deadline
+		err := o.validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ttl %v idle %v deadline %v: %v, want %q", tc.ttl, tc.idle, tc.deadline, err, tc.want)
+		}
+	}
+}
+
+// A session whose calls expired is dropped with a reason and counted, never
+// built truncated; a call for a session old enough that its calls could
+// expire first starts a continuation instead.
+func TestExpiredCallsDropTheSession(t *testing.T) {
+	ctx := context.Background()
+	defer func(m time.Duration) { ttlMargin = m }(ttlMargin)
+	ttlMargin = 0
+	o := testOptions()
+	o.Retention.CallTTL = 3 * time.Second
+	o.Session.IdleTimeout, o.Reward.Deadline = time.Second, time.Second
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	calls := runSession(t, s, v, "ttl")
+	s.syncQueue(t)
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(callKey(calls[1].ID)) }); err != nil {
+		t.Fatal(err) // as if call 1 had expired alone
+	}
+	if _, err := s.Feedback(ctx, FeedbackReq{Session: "ttl", Reward: ptr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Commit(ctx, "ttl")
+	if err != nil || rec.State != StateDropped || !strings.Contains(rec.Closed, "calls-expired") {
+		t.Fatalf("session with an expired call: %+v %v", rec, err)
+	}
+	if counterValue(s.m.expired) != 1 {
+		t.Fatal("expired session not counted")
+	}
+	if last, _, _ := s.Cursor(ctx); last != 0 {
+		t.Fatal("a truncated trajectory was queued")
+	}
+
+	turn(t, s, v, "old", "", 0, nil, false, true)
+	time.Sleep(1100 * time.Millisecond) // past call_ttl - idle - deadline
+	turn(t, s, v, "old", "", 1, ptr(1), true, true)
+	old, next := session(t, s, "old"), session(t, s, "old.2")
+	if old.State != StateCommitted || old.Closed != "ttl" || old.Calls != 1 || next.Calls != 1 || next.State != StateReady {
+		t.Fatalf("aging session: %+v / %+v", old, next)
+	}
+}
+
+// A crash between the batch that committed a rewarded session (or gave a
+// ready one a call) and the building of its experiences leaves it committed
+// with a reward: the next Open builds it.
+func TestOpenReadiesCommittedRewardedSessions(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, testOptions())
+	runSession(t, s, newVocab(), "crash")
+	s.syncQueue(t)
+	err := s.do(context.Background(), func() error {
+		return s.update(true, func(t *tx) error {
+			rec, err := t.session("crash")
+			if err != nil {
+				return err
+			}
+			t.addReward(rec, Reward{Value: 1, Source: "header"})
+			return t.close(rec, "header") // committed with a reward, not built
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, dir, testOptions())
+	defer s.Close()
+	if rec := session(t, s, "crash"); rec.State != StateReady || len(liveExperiences(t, s)["crash"]) != 1 {
+		t.Fatalf("after reopen: %+v", rec)
+	}
+}
