@@ -43,8 +43,8 @@ type Store struct {
 	log  *slog.Logger
 
 	// hot path, safe for concurrent use
-	live    *lru.Cache[string, bool]   // session id -> selected
-	infer   *lru.Cache[uint64, string] // hash(messages + reply) -> session id
+	live    *lru.Cache[string, bool]        // session id -> selected
+	infer   *lru.Cache[uint64, string]      // hash(messages + reply) -> session id
 	pending *lru.Cache[string, pendingHash] // call id -> hash of its request messages
 
 	mu      sync.RWMutex // guards closed against sends on q

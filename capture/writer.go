@@ -21,9 +21,9 @@ type writerState struct {
 	// the batch that committed them (or gave a ready one another call) and
 	// the building of their experiences; Open builds them
 	recover []string
-	cursor       uint64             // last ready-queue cursor assigned
-	acked        uint64             // ack watermark
-	wb           *badger.WriteBatch // open write batch of calls, committing asynchronously
+	cursor  uint64             // last ready-queue cursor assigned
+	acked   uint64             // ack watermark
+	wb      *badger.WriteBatch // open write batch of calls, committing asynchronously
 }
 
 func loadWriterState(s *Store) (*writerState, error) {
