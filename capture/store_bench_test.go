@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -257,5 +259,79 @@ func BenchmarkEncodeCall(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		buf = encodeCall(buf[:0], c)
+	}
+}
+
+// BenchmarkHeaderCommit: one-call sessions whose call carries X-Hone-Reward
+// and X-Hone-Commit (each readies its session), recorded by 1 or 32 agents
+// at once. "async" records and goes on (what every call did before
+// Durable); "durable" waits on Call.Durable as the proxy does before
+// answering such a call (p50/p99-ms: that wait). calls/s is what the store
+// sustains.
+func BenchmarkHeaderCommit(b *testing.B) {
+	for _, run := range []struct {
+		mode   string
+		agents int
+	}{{"async", 32}, {"durable", 32}, {"async", 1}, {"durable", 1}} {
+		mode, agents := run.mode, run.agents
+		b.Run(fmt.Sprintf("%s-agents=%d", mode, agents), func(b *testing.B) {
+			o := DefaultOptions()
+			o.Queue.OnFull = "block"
+			o.Retention.Interval = time.Hour
+			s, err := Open(b.TempDir(), o, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			proto := benchCall(rand.New(rand.NewPCG(5, 6)), "p", "s", 768, 256)
+			lat := make([]time.Duration, b.N)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			t0 := time.Now()
+			for a := 0; a < agents; a++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					done := make(chan error, 1)
+					for {
+						i := int(next.Add(1)) - 1
+						if i >= b.N {
+							return
+						}
+						c := *proto
+						c.ID = fmt.Sprintf("h%09d", i)
+						c.ResponseID = "chatcmpl-" + c.ID
+						c.Session = c.ID
+						c.Hone = HoneHeaders{Session: c.ID, Train: -1, Reward: ptr(1), Commit: true}
+						t := time.Now()
+						if mode == "durable" {
+							c.Durable = done
+							s.Record(&c)
+							if err := <-done; err != nil {
+								b.Error(err)
+								return
+							}
+						} else {
+							s.Record(&c)
+						}
+						lat[i] = time.Since(t)
+					}
+				}()
+			}
+			wg.Wait()
+			if err := s.do(context.Background(), func() error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+			el := time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/el.Seconds(), "calls/s")
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			if last, _, _ := s.Cursor(context.Background()); last != uint64(b.N) {
+				b.Fatalf("%d sessions ready, want %d", last, b.N)
+			}
+		})
 	}
 }

@@ -30,10 +30,10 @@ type tx struct {
 	readySet map[string]struct{} // ready, as a set
 }
 
-// readyLater notes a committed session whose experiences are built once the
-// batch's calls are visible (flushCalls).
+// readyLater notes a committed, rewarded session whose experiences are
+// built once the batch's calls are visible (flushCalls).
 func (t *tx) readyLater(rec *Session) {
-	if rec.State != StateCommitted {
+	if rec.State != StateCommitted || !rec.rewarded() {
 		return
 	}
 	if t.readySet == nil {

@@ -173,7 +173,8 @@ func (s *Store) runEncoder() {
 		if !ok {
 			return
 		}
-		if it.call != nil && len(s.q) < s.opts.Queue.BatchSize-1 {
+		// A call whose response waits on Durable goes without the delay.
+		if it.call != nil && it.call.Durable == nil && len(s.q) < s.opts.Queue.BatchSize-1 {
 			time.Sleep(s.opts.Queue.BatchDelay)
 		}
 		batch, open := drain(s.q, append(make([]item, 0, 16), it), s.opts.Queue.BatchSize)
@@ -308,22 +309,38 @@ func (s *Store) flushCalls(batch []item) []item {
 }
 
 // readyAfterBatch syncs the batch's writes and builds the experiences of
-// the sessions it left committed with a reward. It returns the errors by
-// session ("" for the sync of the batch itself).
+// the sessions it left committed with a reward, in one transaction (one per
+// session when that fails, so one bad session does not hold back the
+// others). It returns the errors by session ("" for the sync of the batch).
 func (s *Store) readyAfterBatch(ids []string) map[string]error {
 	if err := s.syncWrites(); err != nil {
 		return map[string]error{"": err}
 	}
+	if len(ids) == 0 {
+		return nil
+	}
+	build := func(ids []string) error {
+		return s.update(false, func(t *tx) error {
+			for _, id := range ids {
+				rec, err := t.session(id)
+				if err != nil {
+					return err
+				}
+				if rec != nil {
+					if err := t.tryReady(rec); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if len(ids) > 1 && build(ids) == nil {
+		return nil
+	}
 	var failed map[string]error
 	for _, id := range ids {
-		err := s.update(false, func(t *tx) error {
-			rec, err := t.session(id)
-			if err != nil || rec == nil {
-				return err
-			}
-			return t.tryReady(rec)
-		})
-		if err != nil {
+		if err := build([]string{id}); err != nil {
 			s.log.Error("ready session after its calls", "session", id, "err", err)
 			if failed == nil {
 				failed = map[string]error{}
