@@ -5,9 +5,8 @@ PKGS     := ./...
 NODE_DIRS := acceptance examples scripts/js
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
-# x86-64-v3 (AVX2, FMA): the Go compiler then fuses multiply-adds in the CPU
-# kernels (about 2.5x on matmul). Older x86 CPUs: make GOAMD64=v1 ...
-export GOAMD64 ?= v3
+# No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
+# run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
 .PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy lint fuzz demo tiny-model clean
 

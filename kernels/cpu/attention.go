@@ -45,7 +45,7 @@ func (be *Backend) attentionRows(od, qd, kd, vd []float32, n, qw, kw int, a kern
 			keys, qOff := a.Past+i+1, i*qw+g*group*hd
 			sc := s[:group*keys]
 			clear(sc)
-			gemmNT(ntArgs{c: sc, ldc: keys, a: qd[qOff:], lda: hd, b: kd[g*hd:], ldb: kw, k: hd, alpha: a.Scale}, 0, group, 0, keys)
+			be.gemmNT(ntArgs{c: sc, ldc: keys, a: qd[qOff:], lda: hd, b: kd[g*hd:], ldb: kw, k: hd, alpha: a.Scale}, 0, group, 0, keys)
 			for r := 0; r < group; r++ {
 				p := sc[r*keys : (r+1)*keys]
 				softmax(p)
@@ -109,7 +109,7 @@ func (be *Backend) attentionBlocked(od, qd, kd, vd []float32, n, qw, kw int, a k
 			rows, seen, g := i1-i0, a.Past+i1, h/group
 			sc := s[:rows*seen]
 			clear(sc)
-			gemmNT(ntArgs{c: sc, ldc: seen, a: qd[i0*qw+h*hd:], lda: qw, b: kd[g*hd:], ldb: kw, k: hd, alpha: a.Scale}, 0, rows, 0, seen)
+			be.gemmNT(ntArgs{c: sc, ldc: seen, a: qd[i0*qw+h*hd:], lda: qw, b: kd[g*hd:], ldb: kw, k: hd, alpha: a.Scale}, 0, rows, 0, seen)
 			for r := 0; r < rows; r++ {
 				row := sc[r*seen : (r+1)*seen]
 				valid := a.Past + i0 + r + 1
@@ -117,7 +117,7 @@ func (be *Backend) attentionBlocked(od, qd, kd, vd []float32, n, qw, kw int, a k
 				clear(row[valid:])
 				clear(od[(i0+r)*qw+h*hd : (i0+r)*qw+(h+1)*hd])
 			}
-			gemmNT(ntArgs{c: od[i0*qw+h*hd:], ldc: qw, a: sc, lda: seen, b: vt[g*hd*keys:], ldb: keys, k: seen, alpha: 1}, 0, rows, 0, hd)
+			be.gemmNT(ntArgs{c: od[i0*qw+h*hd:], ldc: qw, a: sc, lda: seen, b: vt[g*hd*keys:], ldb: keys, k: seen, alpha: 1}, 0, rows, 0, hd)
 		}
 	})
 }
@@ -216,8 +216,8 @@ func (be *Backend) attentionBackwardBlocked(t attnGrads, a kernels.Attn) {
 					pb, db := p[:rows*seen], ds[:rows*seen]
 					clear(pb)
 					clear(db)
-					gemmNT(ntArgs{c: pb, ldc: seen, a: t.q[qOff:], lda: t.qw, b: t.k[g*hd:], ldb: t.kw, k: hd, alpha: a.Scale}, 0, rows, 0, seen)
-					gemmNT(ntArgs{c: db, ldc: seen, a: t.dout[qOff:], lda: t.qw, b: t.v[g*hd:], ldb: t.kw, k: hd, alpha: 1}, 0, rows, 0, seen)
+					be.gemmNT(ntArgs{c: pb, ldc: seen, a: t.q[qOff:], lda: t.qw, b: t.k[g*hd:], ldb: t.kw, k: hd, alpha: a.Scale}, 0, rows, 0, seen)
+					be.gemmNT(ntArgs{c: db, ldc: seen, a: t.dout[qOff:], lda: t.qw, b: t.v[g*hd:], ldb: t.kw, k: hd, alpha: 1}, 0, rows, 0, seen)
 					for r := 0; r < rows; r++ {
 						pr, dr := pb[r*seen:(r+1)*seen], db[r*seen:(r+1)*seen]
 						valid := a.Past + i0 + r + 1
@@ -232,13 +232,13 @@ func (be *Backend) attentionBackwardBlocked(t attnGrads, a kernels.Attn) {
 						}
 						clear(t.dq[qOff+r*t.qw : qOff+r*t.qw+hd])
 					}
-					gemmNT(ntArgs{c: t.dq[qOff:], ldc: t.qw, a: db, lda: seen, b: kt, ldb: keys, k: seen, alpha: a.Scale}, 0, rows, 0, hd)
+					be.gemmNT(ntArgs{c: t.dq[qOff:], ldc: t.qw, a: db, lda: seen, b: kt, ldb: keys, k: seen, alpha: a.Scale}, 0, rows, 0, hd)
 					transposeInto(pt, pb, rows, seen, seen)
 					transposeInto(dst, db, rows, seen, seen)
 					transposeInto(qt, t.q[qOff:], rows, hd, t.qw)
 					transposeInto(dOt, t.dout[qOff:], rows, hd, t.qw)
-					gemmNT(ntArgs{c: t.dk[g*hd:], ldc: t.kw, a: dst, lda: rows, b: qt, ldb: rows, k: rows, alpha: a.Scale}, 0, seen, 0, hd)
-					gemmNT(ntArgs{c: t.dv[g*hd:], ldc: t.kw, a: pt, lda: rows, b: dOt, ldb: rows, k: rows, alpha: 1}, 0, seen, 0, hd)
+					be.gemmNT(ntArgs{c: t.dk[g*hd:], ldc: t.kw, a: dst, lda: rows, b: qt, ldb: rows, k: rows, alpha: a.Scale}, 0, seen, 0, hd)
+					be.gemmNT(ntArgs{c: t.dv[g*hd:], ldc: t.kw, a: pt, lda: rows, b: dOt, ldb: rows, k: rows, alpha: 1}, 0, seen, 0, hd)
 				}
 			}
 		}

@@ -1,12 +1,10 @@
-// Package cpu is the pure-Go float32 kernels backend: the reference
-// implementation, parallel across cores with goroutines. Hot loops (matmul)
-// have a cache-blocked, register-tiled fast path beside a plain version that
-// the tests hold them to; attention runs through the same kernel.
-//
-// Speed: at the default GOAMD64=v1 the compiler emits scalar SSE multiplies
-// and adds (about 4.7 GFLOP/s per core in the 4x2 micro-kernel). Building
-// with GOAMD64=v3 (any AVX2 machine) lets it fuse them into FMA
-// instructions, about 2.5x faster kernels with no source change.
+// Package cpu is the float32 kernels backend for the CPU, parallel across
+// cores with goroutines. Hot loops come in variants picked at run time from
+// the CPU's features (see Variants): Go assembly for x86-64 with AVX2+FMA
+// (packed, cache-blocked 6x16 matmul micro-kernels, BLIS-style) and generic
+// Go (a register-tiled matmul) everywhere else, so one binary runs on any
+// x86-64 or arm64. HONE_KERNELS=generic|avx2 forces one. Every variant is
+// held to plain reference loops (gemmPlain) and to the conformance suite.
 package cpu
 
 import (
@@ -29,17 +27,22 @@ func (t *tensor) Len() int     { return len(t.data) }
 // Backend is the CPU backend. The zero value is not usable; call New.
 type Backend struct {
 	workers int
+	simd    *simdKernels // nil: the generic Go kernels
 }
 
 var _ kernels.Backend = (*Backend)(nil)
 
 // New returns a CPU backend using up to workers goroutines per operation
-// (workers <= 0 means GOMAXPROCS).
+// (workers <= 0 means GOMAXPROCS) with the DefaultVariant kernels.
 func New(workers int) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{workers: workers}
+	be := &Backend{workers: workers}
+	if err := be.setVariant(DefaultVariant()); err != nil {
+		panic(err)
+	}
+	return be
 }
 
 // Name implements kernels.Backend.

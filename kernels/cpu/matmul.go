@@ -116,6 +116,10 @@ func (be *Backend) gemmFast(g gemm) {
 	if g.m == 0 || g.n == 0 {
 		return
 	}
+	if be.simd != nil {
+		be.gemmSIMD(g)
+		return
+	}
 	scaleC(g.c, g.beta)
 	if g.k == 0 || g.alpha == 0 {
 		return
@@ -133,12 +137,12 @@ func (be *Backend) gemmFast(g gemm) {
 	cost := 16 * g.k
 	if nt >= mt || nt >= 2*be.workers {
 		be.parallel(nt, cost*mt, func(lo, hi int) {
-			gemmNT(ntArgs{c: g.c, ldc: g.n, a: a, lda: g.k, b: b, ldb: g.k, k: g.k, alpha: g.alpha}, 0, g.m, 4*lo, min(4*hi, g.n))
+			gemmNTGeneric(ntArgs{c: g.c, ldc: g.n, a: a, lda: g.k, b: b, ldb: g.k, k: g.k, alpha: g.alpha}, 0, g.m, 4*lo, min(4*hi, g.n))
 		})
 		return
 	}
 	be.parallel(mt, cost*nt, func(lo, hi int) {
-		gemmNT(ntArgs{c: g.c, ldc: g.n, a: a, lda: g.k, b: b, ldb: g.k, k: g.k, alpha: g.alpha}, 4*lo, min(4*hi, g.m), 0, g.n)
+		gemmNTGeneric(ntArgs{c: g.c, ldc: g.n, a: a, lda: g.k, b: b, ldb: g.k, k: g.k, alpha: g.alpha}, 4*lo, min(4*hi, g.m), 0, g.n)
 	})
 }
 
@@ -181,9 +185,20 @@ type ntArgs struct {
 	alpha         float32
 }
 
-// gemmNT accumulates C[i0:i1, j0:j1] += alpha * A[i,:]·B[j,:]. With few
-// rows of A (decode) each B row streams once, unblocked.
-func gemmNT(g ntArgs, i0, i1, j0, j1 int) {
+// gemmNT accumulates C[i0:i1, j0:j1] += alpha * A[i,:]·B[j,:] on the
+// calling goroutine.
+func (be *Backend) gemmNT(g ntArgs, i0, i1, j0, j1 int) {
+	if be.simd != nil {
+		be.simd.gemmSerial(i1-i0, j1-j0, g.k, operand{d: g.a[i0*g.lda:], rs: g.lda, cs: 1},
+			operand{d: g.b[j0*g.ldb:], rs: 1, cs: g.ldb}, g.c[i0*g.ldc+j0:], g.ldc, g.alpha)
+		return
+	}
+	gemmNTGeneric(g, i0, i1, j0, j1)
+}
+
+// gemmNTGeneric is gemmNT in Go. With few rows of A (decode) each B row
+// streams once, unblocked.
+func gemmNTGeneric(g ntArgs, i0, i1, j0, j1 int) {
 	kb := kc
 	if i1-i0 <= 16 {
 		kb = max(g.k, 1)

@@ -1,0 +1,277 @@
+package cpu
+
+import "sync"
+
+// The assembly matmul drivers, BLIS-style: for each NC-column block of B and
+// KC-long slice of k, B is packed into 16-column panels (k-major, kept in
+// L3/L2), for each MC-row block A into 6-row panels (kept in L2), and the
+// 6x16 micro-kernel runs over the panels with a B panel (KC*16 floats,
+// 16 KiB) in L1. Packing also turns every transpose into the same layout.
+// With few rows of A and B^T k-contiguous (a linear layer at decode) the
+// packing would cost as much as the product, so a dot-product kernel streams
+// B's rows once instead.
+const (
+	mr      = 6
+	nr      = 16
+	kcBlock = 256
+	mcBlock = 144  // multiple of mr; 144 KiB of packed A
+	ncBlock = 2048 // multiple of nr; 2 MiB of packed B
+)
+
+// dotMaxM is the largest row count of an A*B^T product that takes the
+// dot-product kernel instead of packing.
+var dotMaxM = 16
+
+// operand is a strided matrix: element (i, p) at d[i*rs + p*cs].
+type operand struct {
+	d      []float32
+	rs, cs int
+}
+
+// rowsFrom is the operand from row i on.
+func (o operand) rowsFrom(i int) operand { return operand{d: o.d[i*o.rs:], rs: o.rs, cs: o.cs} }
+
+// colsFrom is the operand from column j on.
+func (o operand) colsFrom(j int) operand { return operand{d: o.d[j*o.cs:], rs: o.rs, cs: o.cs} }
+
+// gemmSIMD is gemmFast for an assembly variant.
+func (be *Backend) gemmSIMD(g gemm) {
+	scaleC(g.c, g.beta)
+	if g.k == 0 || g.alpha == 0 {
+		return
+	}
+	a := operand{d: g.a, rs: g.k, cs: 1}
+	if g.transA {
+		a = operand{d: g.a, rs: 1, cs: g.m}
+	}
+	b := operand{d: g.b, rs: g.n, cs: 1}
+	if g.transB {
+		b = operand{d: g.b, rs: 1, cs: g.k}
+	}
+	be.gemmParallel(g.m, g.n, g.k, a, b, g.c, g.n, g.alpha)
+}
+
+// gemmParallel computes C[i*ldc+j] += alpha * sum_p A(i,p)*B(p,j) for an
+// m x n C, split over the workers by rows or columns of C (each worker packs
+// its own panels; nested calls stay on the caller's goroutine).
+func (be *Backend) gemmParallel(m, n, k int, a, b operand, c []float32, ldc int, alpha float32) {
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	s := be.simd
+	if a.cs == 1 && b.rs == 1 && m <= dotMaxM {
+		be.parallel((n+3)/4, 2*m*k*4, func(lo, hi int) {
+			j0, j1 := 4*lo, min(4*hi, n)
+			s.dotNT(m, j1-j0, k, a.d, a.rs, b.d[j0*b.cs:], b.cs, c[j0:], ldc, alpha)
+		})
+		return
+	}
+	mt, nt := (m+mr-1)/mr, (n+nr-1)/nr
+	if nt >= mt {
+		be.parallel(nt, 2*mr*nr*k, func(lo, hi int) {
+			j0, j1 := nr*lo, min(nr*hi, n)
+			s.packed(m, j1-j0, k, a, b.colsFrom(j0), c[j0:], ldc, alpha)
+		})
+		return
+	}
+	be.parallel(mt, 2*mr*nr*k, func(lo, hi int) {
+		i0, i1 := mr*lo, min(mr*hi, m)
+		s.packed(i1-i0, n, k, a.rowsFrom(i0), b, c[i0*ldc:], ldc, alpha)
+	})
+}
+
+// gemmSerial is gemmParallel on the calling goroutine.
+func (s *simdKernels) gemmSerial(m, n, k int, a, b operand, c []float32, ldc int, alpha float32) {
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	if a.cs == 1 && b.rs == 1 && m <= dotMaxM {
+		s.dotNT(m, n, k, a.d, a.rs, b.d, b.cs, c, ldc, alpha)
+		return
+	}
+	s.packed(m, n, k, a, b, c, ldc, alpha)
+}
+
+type packBufs struct{ a, b []float32 }
+
+var packPool = sync.Pool{New: func() any {
+	return &packBufs{a: make([]float32, mcBlock*kcBlock), b: make([]float32, kcBlock*ncBlock)}
+}}
+
+// packed runs the blocked loops with the 6x16 micro-kernel.
+func (s *simdKernels) packed(m, n, k int, a, b operand, c []float32, ldc int, alpha float32) {
+	_ = c[(m-1)*ldc+n-1]
+	bufs := packPool.Get().(*packBufs)
+	defer packPool.Put(bufs)
+	var tmp [mr * nr]float32
+	for jc := 0; jc < n; jc += ncBlock {
+		nc := min(ncBlock, n-jc)
+		for pc := 0; pc < k; pc += kcBlock {
+			kc := min(kcBlock, k-pc)
+			bp := packB(bufs.b, b, pc, kc, jc, nc)
+			for ic := 0; ic < m; ic += mcBlock {
+				mc := min(mcBlock, m-ic)
+				ap := packA(bufs.a, a, ic, mc, pc, kc)
+				for jr := 0; jr < nc; jr += nr {
+					bpan := &bp[(jr/nr)*kc*nr]
+					nj := min(nr, nc-jr)
+					for ir := 0; ir < mc; ir += mr {
+						apan := &ap[(ir/mr)*kc*mr]
+						mi := min(mr, mc-ir)
+						ci := (ic+ir)*ldc + jc + jr
+						if mi == mr && nj == nr {
+							s.kern6x16(kc, apan, bpan, &c[ci], ldc, alpha)
+							continue
+						}
+						clear(tmp[:])
+						s.kern6x16(kc, apan, bpan, &tmp[0], nr, alpha)
+						for i := 0; i < mi; i++ {
+							row := c[ci+i*ldc : ci+i*ldc+nj]
+							for j := range row {
+								row[j] += tmp[i*nr+j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA packs rows [i0, i0+mc) x k [p0, p0+kc) of a into 6-row panels,
+// panel-major then k-major (panel q holds a(i0+6q+r, p0+p) at p*6+r), the
+// last panel zero-padded.
+func packA(dst []float32, a operand, i0, mc, p0, kc int) []float32 {
+	panels := (mc + mr - 1) / mr
+	out := dst[:panels*kc*mr]
+	for q := 0; q < panels; q++ {
+		pan := out[q*kc*mr : (q+1)*kc*mr]
+		rows := min(mr, mc-q*mr)
+		base := i0 + q*mr
+		switch {
+		case a.cs == 1 && rows == mr:
+			r0 := a.d[base*a.rs+p0:][:kc]
+			r1 := a.d[(base+1)*a.rs+p0:][:kc]
+			r2 := a.d[(base+2)*a.rs+p0:][:kc]
+			r3 := a.d[(base+3)*a.rs+p0:][:kc]
+			r4 := a.d[(base+4)*a.rs+p0:][:kc]
+			r5 := a.d[(base+5)*a.rs+p0:][:kc]
+			for p := range r0 {
+				d := pan[p*mr : p*mr+mr : p*mr+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+		case a.rs == 1:
+			for p := 0; p < kc; p++ {
+				d := pan[p*mr : p*mr+mr]
+				copy(d, a.d[(p0+p)*a.cs+base:][:rows])
+				clear(d[rows:])
+			}
+		default:
+			for p := 0; p < kc; p++ {
+				d := pan[p*mr : p*mr+mr]
+				for r := 0; r < rows; r++ {
+					d[r] = a.d[(base+r)*a.rs+(p0+p)*a.cs]
+				}
+				clear(d[rows:])
+			}
+		}
+	}
+	return out
+}
+
+// packB packs k [p0, p0+kc) x columns [j0, j0+nc) of b into 16-column
+// panels (panel q holds b(p0+p, j0+16q+j) at p*16+j), the last one
+// zero-padded.
+func packB(dst []float32, b operand, p0, kc, j0, nc int) []float32 {
+	panels := (nc + nr - 1) / nr
+	out := dst[:panels*kc*nr]
+	for q := 0; q < panels; q++ {
+		pan := out[q*kc*nr : (q+1)*kc*nr]
+		cols := min(nr, nc-q*nr)
+		base := j0 + q*nr
+		switch {
+		case b.cs == 1:
+			for p := 0; p < kc; p++ {
+				d := pan[p*nr : p*nr+nr]
+				copy(d, b.d[(p0+p)*b.rs+base:][:cols])
+				clear(d[cols:])
+			}
+		case b.rs == 1 && cols == nr:
+			for j := 0; j < nr; j++ {
+				src := b.d[(base+j)*b.cs+p0:][:kc]
+				d := pan[j:]
+				for p, x := range src {
+					d[p*nr] = x
+				}
+			}
+		default:
+			for p := 0; p < kc; p++ {
+				d := pan[p*nr : p*nr+nr]
+				for j := 0; j < cols; j++ {
+					d[j] = b.d[(p0+p)*b.rs+(base+j)*b.cs]
+				}
+				clear(d[cols:])
+			}
+		}
+	}
+	return out
+}
+
+// dotNT computes C[i*ldc+j] += alpha * dot(a[i*lda:][:k], b[j*ldb:][:k]) for
+// an m x n C with the 3x4 dot kernel. A last partial group of rows or
+// columns is recomputed from the full group ending at the edge into a
+// scratch tile, of which only the new part is added.
+func (s *simdKernels) dotNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha float32) {
+	_ = a[(m-1)*lda+k-1]
+	_ = b[(n-1)*ldb+k-1]
+	_ = c[(m-1)*ldc+n-1]
+	if n < 4 || m < 3 {
+		s.dotSmall(m, n, k, a, lda, b, ldb, c, ldc, alpha)
+		return
+	}
+	var tmp [12]float32
+	for j := 0; j < n; j += 4 {
+		jb := min(j, n-4)
+		for i := 0; i < m; i += 3 {
+			ib := min(i, m-3)
+			if ib == i && jb == j {
+				s.dot3x4(k, &a[i*lda], lda, &b[j*ldb], ldb, &c[i*ldc+j], ldc, alpha)
+				continue
+			}
+			clear(tmp[:])
+			s.dot3x4(k, &a[ib*lda], lda, &b[jb*ldb], ldb, &tmp[0], 4, alpha)
+			for r := i - ib; r < 3; r++ {
+				row := c[(ib+r)*ldc : (ib+r)*ldc+n]
+				for q := j - jb; q < 4; q++ {
+					row[jb+q] += tmp[r*4+q]
+				}
+			}
+		}
+	}
+}
+
+// dotSmall is dotNT for fewer than 3 rows or 4 columns: one row of A at a
+// time (the kernel reads it three times), B's rows padded to four.
+func (s *simdKernels) dotSmall(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha float32) {
+	var pad []float32
+	var tmp [12]float32
+	for j := 0; j < n; j += 4 {
+		nj := min(4, n-j)
+		bp, lb := &b[j*ldb], ldb
+		if nj < 4 {
+			pad = make([]float32, 4*k)
+			for q := 0; q < nj; q++ {
+				copy(pad[q*k:(q+1)*k], b[(j+q)*ldb:][:k])
+			}
+			bp, lb = &pad[0], k
+		}
+		for i := 0; i < m; i++ {
+			clear(tmp[:])
+			s.dot3x4(k, &a[i*lda], 0, bp, lb, &tmp[0], 4, alpha)
+			row := c[i*ldc+j : i*ldc+j+nj]
+			for q := range row {
+				row[q] += tmp[q]
+			}
+		}
+	}
+}

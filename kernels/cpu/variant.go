@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Kernel variants. Every variant computes the same operations and passes the
+// same conformance suite; they differ in speed only.
+const (
+	// VariantGeneric is plain Go: a register-tiled matmul and scalar loops
+	// (the only variant off x86-64).
+	VariantGeneric = "generic"
+	// VariantAVX2 is Go assembly for x86-64 with AVX2 and FMA: packed,
+	// cache-blocked 6x16 matmul micro-kernels and vectorised hot loops.
+	VariantAVX2 = "avx2"
+)
+
+// KernelsEnv names the environment variable that forces a variant
+// (HONE_KERNELS=generic|avx2); unset or empty picks the fastest one the CPU
+// supports.
+const KernelsEnv = "HONE_KERNELS"
+
+// simdKernels is one family of assembly kernels; nil means generic Go.
+type simdKernels struct {
+	name string
+	// kern6x16 adds alpha times a packed 6-row A panel times a packed
+	// 16-column B panel (k steps) into a 6x16 tile of C with rows ldc apart.
+	kern6x16 func(k int, a, b, c *float32, ldc int, alpha float32)
+	// dot3x4 adds alpha times the dot products of three k-contiguous rows of
+	// A (lda apart) with four of B (ldb apart) into a 3x4 tile of C.
+	dot3x4 func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32)
+}
+
+// Variants lists the variants this machine can run, fastest first; the
+// generic one is always last.
+func Variants() []string {
+	var v []string
+	for _, s := range archKernels() {
+		v = append(v, s.name)
+	}
+	return append(v, VariantGeneric)
+}
+
+// DefaultVariant is the variant New uses: $HONE_KERNELS when it names one
+// this machine runs, else the fastest.
+func DefaultVariant() string {
+	if v := os.Getenv(KernelsEnv); v != "" && slices.Contains(Variants(), v) {
+		return v
+	}
+	return Variants()[0]
+}
+
+// NewVariant returns a CPU backend running the named variant (see Variants),
+// with workers as in New.
+func NewVariant(workers int, variant string) (*Backend, error) {
+	be := New(workers)
+	if err := be.setVariant(variant); err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
+func (be *Backend) setVariant(variant string) error {
+	if variant == VariantGeneric {
+		be.simd = nil
+		return nil
+	}
+	for _, s := range archKernels() {
+		if s.name == variant {
+			be.simd = s
+			return nil
+		}
+	}
+	return fmt.Errorf("kernels/cpu: variant %q is not available on this machine (have %v)", variant, Variants())
+}
+
+// Variant reports which kernel variant be runs.
+func (be *Backend) Variant() string {
+	if be.simd == nil {
+		return VariantGeneric
+	}
+	return be.simd.name
+}
