@@ -57,6 +57,7 @@ func applyEnv(c *Config, env []string) error {
 //	HONE_CRASH_ROUNDS                      rounds of the crash-recovery test (make crash-test)
 //	HONE_BENCH_*                           benchmark knobs (bench/, *_bench_test.go)
 //	HONE_EXPECT, HONE_MAX_TOKENS           acceptance/*.mjs and examples/*.mjs
+//	HONE_KERNELS                           forces a kernels/cpu variant (generic, avx2)
 var OtherEnv = []string{
 	"HONE_ENGINE_URLS",
 	"HONE_REQUIRE_PARITY", "HONE_REQUIRE_NODE",
@@ -64,6 +65,7 @@ var OtherEnv = []string{
 	"HONE_CRASH_ROUNDS",
 	"HONE_BENCH_*",
 	"HONE_EXPECT", "HONE_MAX_TOKENS",
+	"HONE_KERNELS",
 }
 
 // EnvKeys returns the HONE_* variable of every configuration key, sorted.
