@@ -24,18 +24,23 @@ const calculator = tool({
 let output = '';
 let error = '';
 let calls = 0;
+const settings = {
+  model: hone.chatModel(model),
+  system: 'Use the calculator for arithmetic, then state the answer.',
+  tools: { calculator },
+  stopWhen: stepCountIs(3),
+  maxOutputTokens: maxTokens,
+  maxRetries: 0,
+};
 try {
-  const result = await generateText({
-    model: hone.chatModel(model),
-    system: 'Use the calculator for arithmetic, then state the answer.',
-    prompt: task.question,
-    tools: { calculator },
-    stopWhen: stepCountIs(3),
-    maxOutputTokens: maxTokens,
-    maxRetries: 0,
-  });
-  calls = result.steps.length;
-  output = result.text;
+  const messages = [{ role: 'user', content: task.question }];
+  const first = await generateText({ ...settings, messages });
+  calls += first.steps.length;
+  output = first.text;
+  messages.push(...first.response.messages, { role: 'user', content: task.followUp });
+  const second = await generateText({ ...settings, messages });
+  calls += second.steps.length;
+  output = second.text;
 } catch (e) {
   error = errorText(e);
 }

@@ -60,8 +60,12 @@ export function calculate(expression) {
   }
 }
 
+// task is the question and a follow-up turn in the same conversation: every
+// agent makes at least two model calls in one session, each carrying the
+// commit header.
 export const task = {
   question: 'Ann has 6 boxes of 7 pens. How many pens in all?',
+  followUp: 'Check it with the calculator and state the answer again.',
   answer: 42,
 };
 

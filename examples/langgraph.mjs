@@ -35,11 +35,14 @@ const graph = new StateGraph(MessagesAnnotation)
 let output = '';
 let error = '';
 try {
-  const result = await graph.invoke({
+  const first = await graph.invoke({
     messages: [
       { role: 'system', content: 'Use the calculator for arithmetic, then state the answer.' },
       { role: 'user', content: task.question },
     ],
+  }, { recursionLimit: 6 });
+  const result = await graph.invoke({
+    messages: [...first.messages, { role: 'user', content: task.followUp }],
   }, { recursionLimit: 6 });
   const last = result.messages[result.messages.length - 1];
   output = typeof last.content === 'string' ? last.content : JSON.stringify(last.content);

@@ -33,9 +33,13 @@ try {
     systemPrompt: 'Use the calculator for arithmetic, then state the answer.',
     timeout: 120,
   });
-  const result = await calc.run(task.question);
-  const content = result.data?.result ?? result.data?.message?.content ?? result.data;
-  output = typeof content === 'string' ? content : JSON.stringify(content ?? '');
+  const text = (result) => {
+    const content = result.data?.result ?? result.data?.message?.content ?? result.data;
+    return typeof content === 'string' ? content : JSON.stringify(content ?? '');
+  };
+  output = text(await calc.run(task.question));
+  const chatHistory = [{ role: 'user', content: task.question }, { role: 'assistant', content: output }];
+  output = text(await calc.run(task.followUp, { chatHistory }));
 } catch (e) {
   error = errorText(e);
 }

@@ -33,10 +33,19 @@ let output = '';
 let error = '';
 let calls = 0;
 try {
-  const result = await agent.generate(task.question, { maxSteps: 3, modelSettings: { maxOutputTokens: maxTokens, maxRetries: 0 } });
-  calls = result.steps?.length ?? 0;
-  output = result.text ?? '';
-  if (result.error) error = errorText(result.error);
+  const options = { maxSteps: 3, modelSettings: { maxOutputTokens: maxTokens, maxRetries: 0 } };
+  const first = await agent.generate(task.question, options);
+  calls += first.steps?.length ?? 0;
+  output = first.text ?? '';
+  // No memory store is configured: the follow-up carries the conversation.
+  const second = await agent.generate([
+    { role: 'user', content: task.question },
+    { role: 'assistant', content: output },
+    { role: 'user', content: task.followUp },
+  ], options);
+  calls += second.steps?.length ?? 0;
+  output = second.text ?? '';
+  if (first.error || second.error) error = errorText(first.error ?? second.error);
 } catch (e) {
   error = errorText(e);
 }

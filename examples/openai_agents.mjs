@@ -3,7 +3,7 @@
 // and hone's headers ride on the default OpenAI client's `defaultHeaders`
 // (the SDK's way to set headers; fetch sends them lowercase).
 import OpenAI from 'openai';
-import { Agent, run, tool, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from '@openai/agents';
+import { Agent, run, tool, user, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
@@ -32,8 +32,10 @@ const agent = new Agent({
 let output = '';
 let error = '';
 try {
-  const result = await run(agent, task.question, { maxTurns: 3 });
-  output = String(result.finalOutput ?? '');
+  const first = await run(agent, task.question, { maxTurns: 3 });
+  output = String(first.finalOutput ?? '');
+  const second = await run(agent, [...first.history, user(task.followUp)], { maxTurns: 3 });
+  output = String(second.finalOutput ?? '');
 } catch (e) {
   error = errorText(e);
 }

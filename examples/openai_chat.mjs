@@ -20,19 +20,16 @@ const messages = [
   { role: 'user', content: task.question },
 ];
 
-let output = '';
-let error = '';
 let calls = 0;
-try {
-  for (let turn = 0; turn < 3; turn++) {
+
+// answer runs the tool loop (at most 3 model calls) and returns the reply.
+async function answer() {
+  for (let step = 0; step < 3; step++) {
     const r = await client.chat.completions.create({ model, messages, tools, max_tokens: maxTokens });
     calls++;
     const m = r.choices[0].message;
     messages.push(m);
-    if (!m.tool_calls?.length) {
-      output = m.content ?? '';
-      break;
-    }
+    if (!m.tool_calls?.length) return m.content ?? '';
     for (const tc of m.tool_calls) {
       let expression = '';
       try {
@@ -41,6 +38,15 @@ try {
       messages.push({ role: 'tool', tool_call_id: tc.id, content: calculate(expression) });
     }
   }
+  return '';
+}
+
+let output = '';
+let error = '';
+try {
+  output = await answer();
+  messages.push({ role: 'user', content: task.followUp });
+  output = await answer();
 } catch (e) {
   error = errorText(e);
 }
