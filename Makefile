@@ -68,6 +68,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzRewrite -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzSSE -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz FuzzLoRAAdapter -fuzztime 30s ./engine/
 
 demo: build
 	./$(BIN) demo $(ARGS)

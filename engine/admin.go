@@ -94,8 +94,13 @@ func (e *Engine) loadLoRA(req loraRequest) *apiError {
 		return notFound("", "Loading lora %s failed: No adapter found for %s", req.LoraName, req.LoraPath)
 	}
 	a, err := e.model().LoadAdapter(req.LoraPath)
+	// As vLLM: a folder that is not a loadable adapter is the client's error
+	// (404 without an adapter in it, else 400), never a 500.
+	if errors.Is(err, fs.ErrNotExist) {
+		return notFound("", "Loading lora %s failed: No adapter found for %s (%v)", req.LoraName, req.LoraPath, err)
+	}
 	if err != nil {
-		return serverError(fmt.Errorf("load lora adapter %s: %w", req.LoraName, err))
+		return badRequest("", "Loading lora %s failed: %v", req.LoraName, err)
 	}
 	entry := &adapterEntry{name: req.LoraName, path: req.LoraPath, lm: a}
 	if req.LoadInplace {
