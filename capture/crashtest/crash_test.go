@@ -1,10 +1,13 @@
 // Package crashtest runs the hone binary (hone serve) as a subprocess in
 // front of a vLLM-format stub engine. TestEndToEnd checks what a session
 // becomes on /v1/experiences; TestCrashRecovery kills hone serve with
-// SIGKILL under load, again and again (HONE_CRASH_ROUNDS, default 3), and
-// checks after every restart that the trace store opens, that every
-// feedback and commit answered 200 before a kill is still there and that no
-// experience is queued twice.
+// SIGKILL under load, again and again (HONE_CRASH_ROUNDS, default 3; make
+// test-crash runs 100), and checks after every restart that the trace store
+// opens, that every reward and commit acknowledged before a kill is still
+// there (through /v1/feedback and /v1/commit, or through X-Hone-Reward and
+// X-Hone-Commit on a call answered 200), with every call answered before it
+// in its session's experience, and that no experience is queued twice. A
+// hone that does not build or start fails the test.
 package crashtest
 
 import (
@@ -29,9 +32,13 @@ import (
 
 // outcome is what the load saw acknowledged for one session.
 type outcome struct {
+	kind      int // how reward and commit are sent: see load
 	reward    *float64
 	committed bool
 	callsOK   int
+	// callsAcked is how many of its calls were answered before its reward
+	// and commit were acknowledged: all of them must be in the experience
+	callsAcked int
 }
 
 type ledger struct {
@@ -52,7 +59,7 @@ func (l *ledger) get(id string) *outcome {
 }
 
 // kills is the number of SIGKILLs: HONE_CRASH_ROUNDS (make test-crash sets
-// 25), else 3 so that make test runs a short form.
+// 100), else 3 so that make test runs a short form.
 func kills(*testing.T) int {
 	if v, err := strconv.Atoi(os.Getenv("HONE_CRASH_ROUNDS")); err == nil && v > 0 {
 		return v
@@ -70,10 +77,7 @@ func TestCrashRecovery(t *testing.T) {
 	for i := 0; i <= n; i++ {
 		srv, err := startServe(bin, data, stub.url)
 		if err != nil {
-			if i == 0 {
-				t.Skipf("hone serve does not start: %v", err)
-			}
-			t.Fatalf("restart %d: %v", i, err)
+			t.Fatalf("start %d: %v", i, err)
 		}
 		verify(t, srv, led, i)
 		if i == n {
@@ -101,19 +105,29 @@ func report(t *testing.T, led *ledger, data, bin, stubURL string) {
 		t.Fatalf("final start: %v", err)
 	}
 	defer srv.kill()
-	ok, captured, committed := 0, 0, 0
+	ok, captured, committed, byHeader := 0, 0, 0, 0
 	for id, o := range led.sessions {
 		ok += o.callsOK
 		if o.committed {
 			committed++
+			if o.kind != kindEndpoints {
+				byHeader++
+			}
 		}
 		if v, status := srv.session(id); status == http.StatusOK {
 			captured += v.Calls
 		}
 	}
-	t.Logf("%d kills: calls sent %d, answered 200 %d, captured %d (calls in flight at a kill are lost by design: capture is asynchronous); "+
-		"%d sessions, %d committed with acknowledged reward, all present exactly once in the ready queue",
-		kills(t), led.sent, ok, captured, len(led.sessions), committed)
+	if captured > ok {
+		t.Fatalf("%d calls captured, only %d answered", captured, ok)
+	}
+	if committed == 0 || byHeader == 0 {
+		t.Fatalf("no acknowledged commit to check (%d, %d through headers): the load did not run", committed, byHeader)
+	}
+	t.Logf("%d kills: calls sent %d, answered 200 %d, captured %d (calls in flight at a kill, answered without a reward or commit "+
+		"header, may be lost: capture is asynchronous); %d sessions, %d committed with acknowledged reward (%d through headers), "+
+		"each present exactly once in the ready queue with every call answered before the acknowledgement",
+		kills(t), led.sent, ok, captured, len(led.sessions), committed, byHeader)
 }
 
 func buildHone(t *testing.T) string {
@@ -121,7 +135,7 @@ func buildHone(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "hone")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/hone-rl/hone/cmd/hone").CombinedOutput()
 	if err != nil {
-		t.Skipf("hone does not build: %v\n%s", err, out)
+		t.Fatalf("hone does not build: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -212,11 +226,21 @@ func postJSON(ctx context.Context, url string, body any, hdr map[string]string, 
 	return resp.StatusCode
 }
 
+// How a session of the load sends its reward and commit.
+const (
+	kindEndpoints  = iota // POST /v1/feedback, then POST /v1/commit
+	kindLastHeader        // X-Hone-Reward and X-Hone-Commit on its last call
+	kindEveryCall         // both headers on every call (a client's default headers)
+	kinds
+)
+
 // load runs 2-turn sessions with a reward and a commit until ctx ends.
 func load(ctx context.Context, s *server, led *ledger, prefix string) {
 	for n := 0; ctx.Err() == nil; n++ {
 		id := fmt.Sprintf("%s-%d", prefix, n)
 		o := led.get(id)
+		o.kind = n % kinds
+		reward := float64(n%3) / 2
 		msgs := []map[string]string{{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello " + id}}
 		for turn := 0; turn < 2; turn++ {
 			var resp struct {
@@ -226,21 +250,31 @@ func load(ctx context.Context, s *server, led *ledger, prefix string) {
 					} `json:"message"`
 				} `json:"choices"`
 			}
+			hdr := map[string]string{"X-Hone-Session": id}
+			headers := o.kind == kindEveryCall || o.kind == kindLastHeader && turn == 1
+			if headers {
+				hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = strconv.FormatFloat(reward, 'f', -1, 64), "1"
+			}
 			led.mu.Lock()
 			led.sent++
 			led.mu.Unlock()
 			st := postJSON(ctx, s.data+"/v1/chat/completions", map[string]any{"model": "stub", "messages": msgs, "max_tokens": 16},
-				map[string]string{"X-Hone-Session": id}, &resp)
+				hdr, &resp)
 			if st != http.StatusOK || len(resp.Choices) == 0 {
 				return
 			}
 			led.mu.Lock()
 			o.callsOK++
+			if headers { // the answer came after reward and commit were durable
+				o.reward, o.committed, o.callsAcked = &reward, true, o.callsOK
+			}
 			led.mu.Unlock()
 			msgs = append(msgs, map[string]string{"role": "assistant", "content": resp.Choices[0].Message.Content},
 				map[string]string{"role": "user", "content": "and then?"})
 		}
-		reward := float64(n%3) / 2
+		if o.kind != kindEndpoints {
+			continue
+		}
 		if postJSON(ctx, s.control+"/v1/feedback", map[string]any{"session": id, "reward": reward}, nil, nil) != http.StatusOK {
 			return
 		}
@@ -251,7 +285,7 @@ func load(ctx context.Context, s *server, led *ledger, prefix string) {
 			return
 		}
 		led.mu.Lock()
-		o.committed = true
+		o.committed, o.callsAcked = true, o.callsOK
 		led.mu.Unlock()
 	}
 }
@@ -291,10 +325,15 @@ func verify(t *testing.T, s *server, led *ledger, restart int) {
 			t.Fatalf("restart %d: session %s lost its acknowledged reward %v: %+v", restart, id, *o.reward, v)
 		}
 		if o.committed && v.State != "ready" && v.State != "consumed" {
-			t.Fatalf("restart %d: committed, rewarded session %s is %s", restart, id, v.State)
+			t.Fatalf("restart %d: committed, rewarded session %s (kind %d) is %s", restart, id, o.kind, v.State)
+		}
+		if v.Calls < o.callsAcked {
+			t.Fatalf("restart %d: session %s (kind %d) holds %d calls, %d were answered before its reward and commit",
+				restart, id, o.kind, v.Calls, o.callsAcked)
 		}
 	}
 	seen := map[string]bool{}
+	steps := map[string]int{}
 	var last uint64
 	for _, e := range experiences(t, s) {
 		if e.Cursor <= last {
@@ -305,10 +344,15 @@ func verify(t *testing.T, s *server, led *ledger, restart int) {
 			t.Fatalf("restart %d: session %s queued twice", restart, e.Session)
 		}
 		seen[e.Session] = true
+		steps[e.Session] = len(e.Steps)
 	}
 	for id, o := range led.sessions {
 		if o.committed && !seen[id] {
-			t.Fatalf("restart %d: committed session %s missing from the ready queue", restart, id)
+			t.Fatalf("restart %d: committed session %s (kind %d) missing from the ready queue", restart, id, o.kind)
+		}
+		if o.committed && steps[id] < o.callsAcked {
+			t.Fatalf("restart %d: the experience of %s (kind %d) holds %d calls, %d were answered before its reward and commit",
+				restart, id, o.kind, steps[id], o.callsAcked)
 		}
 	}
 }
@@ -323,8 +367,9 @@ func hasReward(v sessionView, r float64) bool {
 }
 
 type experience struct {
-	Cursor  uint64 `json:"cursor"`
-	Session string `json:"session"`
+	Cursor  uint64            `json:"cursor"`
+	Session string            `json:"session"`
+	Steps   []json.RawMessage `json:"steps"`
 }
 
 func experiences(t *testing.T, s *server) []experience {

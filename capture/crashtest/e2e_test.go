@@ -136,7 +136,7 @@ func TestEndToEnd(t *testing.T) {
 	data := t.TempDir()
 	s, err := startServe(bin, data, stub.url)
 	if err != nil {
-		t.Skipf("hone serve does not start: %v", err)
+		t.Fatalf("hone serve does not start: %v", err)
 	}
 	defer s.kill()
 
