@@ -11,6 +11,9 @@ import (
 // call is the state of one proxied chat/completions call.
 type call struct {
 	s         *Server
+	api       surface
+	enc       encoder // non-nil for a translated API
+	upPath    []byte  // the engine route and query
 	route     string
 	id        string
 	model     string // as the agent asked
@@ -54,7 +57,7 @@ func (c *call) failEarly(ctx *fasthttp.RequestCtx, e *apiError) {
 	c.httpStatus = e.status
 	c.done()
 	c.awaitDurable()
-	writeError(ctx, e)
+	c.api.writeError(ctx, e)
 }
 
 // durableWait bounds how long an answer waits for its reward or commit to

@@ -64,11 +64,11 @@ func (s *Server) serveMounted(ctx *fasthttp.RequestCtx, h fasthttp.RequestHandle
 	switch {
 	case mode != FeedbackKeys && mode != FeedbackLoopback:
 		s.fail(ctx, "feedback", &apiError{404, "invalid_request_error", "not_found", "rewards and commits are " +
-			"served on hone's control plane; set proxy.data_plane_feedback (keys or loopback) to accept them here"})
+			"served on hone's control plane; set proxy.data_plane_feedback (keys or loopback) to accept them here", ""})
 		return
 	case mode == FeedbackLoopback && !ctx.RemoteIP().IsLoopback():
 		s.fail(ctx, "feedback", &apiError{403, "permission_error", "forbidden",
-			"data-plane feedback is accepted only from loopback (proxy.data_plane_feedback: loopback)"})
+			"data-plane feedback is accepted only from loopback (proxy.data_plane_feedback: loopback)", ""})
 		return
 	}
 	key, ok := s.clientKey(ctx)

@@ -97,14 +97,14 @@ func readHoneHeaders(h *fasthttp.RequestHeader, n *HeaderNames, strict bool) hon
 		v, ok := headerValue(h, name)
 		if !ok && r.err == nil {
 			r.err = &apiError{400, "invalid_request_error", "conflicting_header",
-				name + ": sent more than once with different values"}
+				name + ": sent more than once with different values", ""}
 		}
 		return v, ok
 	}
 	bad := func(name string, err error) {
 		msg := name + ": " + err.Error()
 		if strict && r.err == nil {
-			r.err = &apiError{400, "invalid_request_error", "invalid_header", msg}
+			r.err = &apiError{400, "invalid_request_error", "invalid_header", msg, ""}
 		}
 		r.warnings = append(r.warnings, msg+" (ignored)")
 	}

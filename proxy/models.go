@@ -82,7 +82,7 @@ const routePassthrough = "passthrough"
 // passthrough forwards any other /v1/... call unchanged and uncaptured.
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
-	c := &call{s: s, route: routePassthrough, start: time.Now(), sentAt: time.Now()}
+	c := &call{s: s, api: nativeSurface{routePassthrough}, route: routePassthrough, start: time.Now(), sentAt: time.Now()}
 	if p, release, ok := s.aliases.acquire(model); ok {
 		c.policy, c.release = p, release
 		if body, err := rewriteRequest(ctx.PostBody(), "", asked{}, model, "off", p.Target, false); err == nil {

@@ -43,6 +43,9 @@ type Options struct {
 	Upstream Upstream      `yaml:"-"`
 	Headers  HeaderNames   `yaml:"headers"`
 	Aliases  []AliasConfig `yaml:"aliases"`
+	// Responses bounds the conversations kept for the Responses API's
+	// previous_response_id.
+	Responses ResponsesOptions `yaml:"responses"`
 	// ShutdownGrace is how long in-flight calls may run after SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
@@ -100,6 +103,12 @@ type HeaderNames struct {
 	Policy  string `yaml:"policy"`
 }
 
+// ResponsesOptions bound the Responses API conversations hone keeps.
+type ResponsesOptions struct {
+	Max int           `yaml:"max"` // conversations kept (least recently used go first)
+	TTL time.Duration `yaml:"ttl"` // how long one is kept
+}
+
 // AliasConfig is an initial policy alias: agents ask for Name (or any of
 // Names, which follow it when it is swapped), engines get Target.
 type AliasConfig struct {
@@ -131,6 +140,7 @@ func DefaultOptions() Options {
 		},
 		ShutdownGrace:     30 * time.Second,
 		DataPlaneFeedback: FeedbackOff,
+		Responses:         ResponsesOptions{Max: 10000, TTL: time.Hour},
 		Headers: HeaderNames{
 			Session: "X-Hone-Session", Task: "X-Hone-Task", Train: "X-Hone-Train", Tags: "X-Hone-Tags",
 			Reward: "X-Hone-Reward", Commit: "X-Hone-Commit", Call: "X-Hone-Call", Policy: "X-Hone-Policy",
@@ -177,6 +187,9 @@ func (o *Options) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("engine.%s: must be > 0, got %s", name, d)
 		}
+	}
+	if o.Responses.Max <= 0 || o.Responses.TTL <= 0 {
+		return fmt.Errorf("proxy.responses: max and ttl must be > 0, got %d and %s", o.Responses.Max, o.Responses.TTL)
 	}
 	switch o.DataPlaneFeedback {
 	case FeedbackOff, FeedbackLoopback:

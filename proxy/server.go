@@ -35,6 +35,7 @@ type Server struct {
 	mounted map[string]fasthttp.RequestHandler
 	dropUp  []string // request headers never forwarded upstream, any spelling
 
+	responses  *conversations // Responses API conversations, for previous_response_id
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
 	tokenizing chan struct{}  // slots of tokenize fallbacks in flight
 }
@@ -50,7 +51,8 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		return nil, err
 	}
 	s := &Server{opts: opts, rec: rec, aliases: NewAliases(opts.Aliases), pool: p, m: newMetrics(reg), log: log,
-		keys: map[string]bool{}, tokenizing: make(chan struct{}, maxTokenizing)}
+		keys: map[string]bool{}, tokenizing: make(chan struct{}, maxTokenizing),
+		responses: newConversations(opts.Responses.Max, opts.Responses.TTL)}
 	if s.rec == nil {
 		s.rec = noRecorder{}
 	}
@@ -127,13 +129,13 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 		s.fail(ctx, "other", errTooLarge)
 	case errors.As(err, &small):
 		s.fail(ctx, "other", &apiError{431, "invalid_request_error", "request_header_fields_too_large",
-			"request headers exceed " + strconv.Itoa(s.opts.MaxHeaderBytes) + " bytes (proxy.max_header_bytes)"})
+			"request headers exceed " + strconv.Itoa(s.opts.MaxHeaderBytes) + " bytes (proxy.max_header_bytes)", ""})
 	case errors.As(err, &ne) && ne.Timeout():
 		s.fail(ctx, "other", &apiError{408, "invalid_request_error", "request_timeout",
-			"the request did not arrive within proxy.read_timeout"})
+			"the request did not arrive within proxy.read_timeout", ""})
 	default:
 		s.log.Debug("unreadable request", "err", redact(err.Error()))
-		s.fail(ctx, "other", &apiError{400, "invalid_request_error", "bad_request", "cannot parse the HTTP request"})
+		s.fail(ctx, "other", &apiError{400, "invalid_request_error", "bad_request", "cannot parse the HTTP request", ""})
 	}
 }
 
@@ -153,11 +155,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ctx.SetUserValue(ownerKey{}, ownerOf(key))
+	if api, ok := surfaces[path]; ok && ctx.IsPost() {
+		s.handleCall(ctx, api)
+		return
+	}
 	switch {
-	case ctx.IsPost() && path == "/v1/chat/completions":
-		s.handleCall(ctx, capture.RouteChat)
-	case ctx.IsPost() && path == "/v1/completions":
-		s.handleCall(ctx, capture.RouteCompletions)
 	case ctx.IsGet() && path == "/v1/models":
 		s.handleModels(ctx)
 	default:
@@ -176,6 +178,12 @@ func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 	return "", false
 }
 
+// failAPI answers an error in the API's own shape and counts it.
+func (s *Server) failAPI(ctx *fasthttp.RequestCtx, api surface, e *apiError) {
+	api.writeError(ctx, e)
+	s.m.requests.WithLabelValues(api.label(), strconv.Itoa(e.status)).Inc()
+}
+
 func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 	writeError(ctx, e)
 	s.m.requests.WithLabelValues(route, strconv.Itoa(e.status)).Inc()
@@ -183,21 +191,27 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 
 // handleCall proxies one chat or completions call, capturing it when the
 // recorder selects it.
-func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
-	c := &call{s: s, route: route, start: time.Now(), status: capture.StatusOK, acc: accumulator{route: route}}
+func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
+	route := api.engineRoute()
+	c := &call{s: s, api: api, route: route, start: time.Now(), status: capture.StatusOK, acc: accumulator{route: route},
+		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
-	if !gjson.ValidBytes(body) {
-		s.fail(ctx, route, errBadJSON)
+	if len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		s.failAPI(ctx, api, errBadJSON)
 		return
+	}
+	tr, terr := api.translate(s, body)
+	if terr != nil {
+		s.failAPI(ctx, api, terr)
+		return
+	}
+	if tr != nil {
+		body, c.enc, c.upPath = tr.body, tr.enc, []byte(tr.path)
 	}
 	doc := gjson.Parse(unsafe.String(&body[0], len(body))) // a view: what outlives the handler is copied (the model)
-	if !doc.IsObject() {
-		s.fail(ctx, route, errBadJSON)
-		return
-	}
 	hr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers, s.opts.StrictHeaders)
 	if hr.err != nil {
-		s.fail(ctx, route, hr.err)
+		s.failAPI(ctx, api, hr.err)
 		return
 	}
 	hh := hr.hh
@@ -215,7 +229,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, route string) {
 		Owner: owner})
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
-		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error()})
+		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})
 		return
 	}
 	if c.verdict.Capture {
@@ -246,7 +260,7 @@ const warningHeader = "X-Hone-Warning"
 // forwardCall sends the call upstream and answers the agent, streaming or not.
 func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 	c.sentAt = time.Now()
-	eng, resp, aerr := s.roundTrip(ctx, c.target, c.verdict.Session, up, ctx.Request.URI().RequestURI())
+	eng, resp, aerr := s.roundTrip(ctx, c.target, c.verdict.Session, up, c.upPath)
 	if aerr != nil {
 		c.failEarly(ctx, aerr)
 		return
@@ -294,6 +308,10 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		if stripping(c.acc.injected, c.asked) {
 			buf.B = stripInto(buf.B[:0], c.respBody, c.acc.injected, c.asked)
 		}
+	}
+	if c.enc != nil {
+		buf.B = c.enc.body(buf.B, c.httpStatus)
+		ctx.SetContentType("application/json")
 	}
 	buf.B = ctx.Response.SwapBody(buf.B) // hand the bytes over instead of copying them
 	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))

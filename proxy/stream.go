@@ -85,6 +85,12 @@ func (b *streamBody) process(ev []byte) []byte {
 	if ok && bytes.Equal(data, []byte("[DONE]")) {
 		b.sawDone = true
 		b.settleBeforeDone()
+		if c.enc != nil {
+			return c.enc.end()
+		}
+	}
+	if c.enc != nil {
+		return b.translated(data, ok)
 	}
 	if !c.verdict.Capture || !ok || b.sawDone {
 		return ev
@@ -99,6 +105,20 @@ func (b *streamBody) process(ev []byte) []byte {
 	b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
 	b.out = append(b.out, "\n\n"...)
 	return b.out
+}
+
+// translated tees one event of a translated API's stream and returns its
+// events in the agent's API (what hone injected never reaches them: the
+// encoder reads only what the API carries).
+func (b *streamBody) translated(data []byte, ok bool) []byte {
+	c := b.c
+	if !ok || b.sawDone {
+		return nil
+	}
+	if c.verdict.Capture {
+		c.acc.addChunk(data)
+	}
+	return c.enc.event(data)
 }
 
 // CloseWithError is called by fasthttp once the answer is written or the

@@ -1,0 +1,331 @@
+package proxy
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// responsesEncoder turns the engine's chat completions answer into a
+// Response object, or its stream into the Responses event sequence:
+// response.created, response.in_progress, then per output item
+// output_item.added, content_part.added, *.delta ..., *.done,
+// content_part.done, output_item.done, and response.completed (or
+// response.incomplete), each with its sequence_number. Output items come in
+// the order the model wrote them: reasoning, message text, function calls.
+type responsesEncoder struct {
+	s      *Server
+	echo   respRequest
+	conv   []byte // the conversation so far (chat messages), for previous_response_id
+	id     string
+	create int64
+	seq    int
+
+	items    []*respItem // output items, in order
+	open     *respItem   // the reasoning or message item receiving deltas
+	tools    map[int]*respItem
+	finish   string
+	usage    gjson.Result
+	started  bool
+	finished bool
+}
+
+// respItem is one output item being built.
+type respItem struct {
+	index  int
+	kind   string // reasoning, message, function_call
+	id     string
+	callID string
+	name   string
+	text   []byte // text, reasoning text or arguments
+	closed bool
+}
+
+func newResponsesEncoder(s *Server, echo respRequest, conv []byte, _ bool) *responsesEncoder {
+	return &responsesEncoder{s: s, echo: echo, conv: conv, id: newID("resp_"), create: time.Now().Unix(),
+		tools: map[int]*respItem{}}
+}
+
+// body re-encodes a whole chat completion as a Response object.
+func (e *responsesEncoder) body(chat []byte, status int) []byte {
+	if status >= 400 {
+		return chat // the engine's OpenAI-style error is the Responses API's too
+	}
+	doc := gjson.ParseBytes(chat)
+	ch := doc.Get("choices.0")
+	msg := ch.Get("message")
+	if r := reasoningOf(msg); r != "" {
+		e.item("reasoning").text = []byte(r)
+	}
+	if c := msg.Get("content"); c.String() != "" {
+		e.item("message").text = []byte(c.String())
+	}
+	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		it := e.item("function_call")
+		it.callID, it.name = tc.Get("id").String(), tc.Get("function.name").String()
+		it.text = []byte(tc.Get("function.arguments").String())
+		return true
+	})
+	e.finish, e.usage = ch.Get("finish_reason").String(), doc.Get("usage")
+	for _, it := range e.items {
+		it.closed = true
+	}
+	e.keep()
+	out, _ := json.Marshal(e.response(e.status()))
+	return out
+}
+
+func reasoningOf(m gjson.Result) string {
+	if r := m.Get("reasoning_content"); r.String() != "" {
+		return r.String()
+	}
+	return m.Get("reasoning").String()
+}
+
+func (e *responsesEncoder) item(kind string) *respItem {
+	prefix := map[string]string{"reasoning": "rs_", "message": "msg_", "function_call": "fc_"}[kind]
+	it := &respItem{index: len(e.items), kind: kind, id: newID(prefix)}
+	e.items = append(e.items, it)
+	return it
+}
+
+func (e *responsesEncoder) status() string {
+	if e.finish == "length" {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+// event re-encodes one chat completion chunk.
+func (e *responsesEncoder) event(chunk []byte) []byte {
+	var out []byte
+	if !e.started {
+		e.started = true
+		out = e.emit(out, "response.created", map[string]any{"response": e.response("in_progress")})
+		out = e.emit(out, "response.in_progress", map[string]any{"response": e.response("in_progress")})
+	}
+	doc := gjson.ParseBytes(chunk)
+	if u := doc.Get("usage"); u.IsObject() {
+		e.usage = gjson.Parse(u.Raw)
+	}
+	ch := doc.Get("choices.0")
+	if !ch.Exists() {
+		return out
+	}
+	d := ch.Get("delta")
+	if r := reasoningOf(d); r != "" {
+		out = e.delta(out, "reasoning", r)
+	}
+	if c := d.Get("content"); c.String() != "" {
+		out = e.delta(out, "message", c.String())
+	}
+	d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		out = e.toolDelta(out, tc)
+		return true
+	})
+	if f := ch.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
+		e.finish = f.String()
+	}
+	return out
+}
+
+// delta appends text to the open reasoning or message item, opening it
+// (and closing the other) first when needed.
+func (e *responsesEncoder) delta(out []byte, kind, text string) []byte {
+	if e.open == nil || e.open.kind != kind {
+		out = e.closeOpen(out)
+		e.open = e.item(kind)
+		out = e.emit(out, "response.output_item.added", map[string]any{"output_index": e.open.index,
+			"item": e.itemJSON(e.open, "in_progress")})
+		out = e.emit(out, "response.content_part.added", e.partEvent(e.open, e.part(e.open, "")))
+	}
+	e.open.text = append(e.open.text, text...)
+	typ := "response.output_text.delta"
+	ev := map[string]any{"item_id": e.open.id, "output_index": e.open.index, "content_index": 0, "delta": text}
+	if kind == "reasoning" {
+		typ = "response.reasoning_text.delta"
+	} else {
+		ev["logprobs"] = []any{}
+	}
+	return e.emit(out, typ, ev)
+}
+
+// toolDelta opens a function call item for a new tool call index, or
+// streams its argument fragment.
+func (e *responsesEncoder) toolDelta(out []byte, tc gjson.Result) []byte {
+	i := int(tc.Get("index").Int())
+	it, ok := e.tools[i]
+	if !ok {
+		out = e.closeOpen(out)
+		it = e.item("function_call")
+		it.callID, it.name = tc.Get("id").String(), tc.Get("function.name").String()
+		if it.callID == "" {
+			it.callID = newID("call_")
+		}
+		e.tools[i] = it
+		out = e.emit(out, "response.output_item.added", map[string]any{"output_index": it.index,
+			"item": e.itemJSON(it, "in_progress")})
+	}
+	if a := tc.Get("function.arguments").String(); a != "" {
+		it.text = append(it.text, a...)
+		out = e.emit(out, "response.function_call_arguments.delta", map[string]any{"item_id": it.id,
+			"output_index": it.index, "delta": a})
+	}
+	return out
+}
+
+// closeOpen ends the open reasoning or message item.
+func (e *responsesEncoder) closeOpen(out []byte) []byte {
+	it := e.open
+	if it == nil {
+		return out
+	}
+	e.open = nil
+	return e.closeItem(out, it)
+}
+
+func (e *responsesEncoder) closeItem(out []byte, it *respItem) []byte {
+	if it.closed {
+		return out
+	}
+	it.closed = true
+	switch it.kind {
+	case "function_call":
+		out = e.emit(out, "response.function_call_arguments.done", map[string]any{"item_id": it.id,
+			"output_index": it.index, "name": it.name, "arguments": string(it.text)})
+	case "reasoning":
+		out = e.emit(out, "response.reasoning_text.done", map[string]any{"item_id": it.id, "output_index": it.index,
+			"content_index": 0, "text": string(it.text)})
+		out = e.emit(out, "response.content_part.done", e.partEvent(it, e.part(it, string(it.text))))
+	default:
+		out = e.emit(out, "response.output_text.done", map[string]any{"item_id": it.id, "output_index": it.index,
+			"content_index": 0, "text": string(it.text), "logprobs": []any{}})
+		out = e.emit(out, "response.content_part.done", e.partEvent(it, e.part(it, string(it.text))))
+	}
+	return e.emit(out, "response.output_item.done", map[string]any{"output_index": it.index,
+		"item": e.itemJSON(it, "completed")})
+}
+
+// end closes every item and sends the final response.
+func (e *responsesEncoder) end() []byte {
+	var out []byte
+	if !e.started {
+		out = e.event([]byte(`{}`))
+	}
+	out = e.closeOpen(out)
+	for _, it := range e.items {
+		out = e.closeItem(out, it)
+	}
+	e.finished = true
+	e.keep()
+	st := e.status()
+	typ := "response.completed"
+	if st == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return e.emit(out, typ, map[string]any{"response": e.response(st)})
+}
+
+func (e *responsesEncoder) part(it *respItem, text string) map[string]any {
+	if it.kind == "reasoning" {
+		return map[string]any{"type": "reasoning_text", "text": text}
+	}
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+}
+
+func (e *responsesEncoder) partEvent(it *respItem, part map[string]any) map[string]any {
+	return map[string]any{"item_id": it.id, "output_index": it.index, "content_index": 0, "part": part}
+}
+
+// itemJSON is an output item as the API shows it.
+func (e *responsesEncoder) itemJSON(it *respItem, status string) map[string]any {
+	switch it.kind {
+	case "function_call":
+		return map[string]any{"type": "function_call", "id": it.id, "call_id": it.callID, "name": it.name,
+			"arguments": string(it.text), "status": status}
+	case "reasoning":
+		content := []any{}
+		if status == "completed" {
+			content = append(content, e.part(it, string(it.text)))
+		}
+		return map[string]any{"type": "reasoning", "id": it.id, "summary": []any{}, "content": content}
+	}
+	content := []any{}
+	if status == "completed" {
+		content = append(content, e.part(it, string(it.text)))
+	}
+	return map[string]any{"type": "message", "id": it.id, "status": status, "role": "assistant", "content": content}
+}
+
+// response is the Response object at a status.
+func (e *responsesEncoder) response(status string) map[string]any {
+	output := []any{}
+	if status != "in_progress" {
+		for _, it := range e.items {
+			output = append(output, e.itemJSON(it, "completed"))
+		}
+	}
+	r := map[string]any{"id": e.id, "object": "response", "created_at": e.create, "status": status, "error": nil,
+		"incomplete_details": nil, "instructions": e.echo.Instructions, "max_output_tokens": e.echo.MaxOutputTokens,
+		"model": e.echo.Model, "output": output, "parallel_tool_calls": e.echo.ParallelToolCalls,
+		"previous_response_id": e.echo.PreviousResponseID, "reasoning": map[string]any{"effort": nil, "summary": nil},
+		"store": e.echo.Store, "temperature": e.echo.Temperature, "text": e.echo.Text, "tool_choice": e.echo.ToolChoice,
+		"tools": e.echo.Tools, "top_p": e.echo.TopP, "truncation": "disabled", "usage": nil, "user": e.echo.User,
+		"metadata": e.echo.Metadata}
+	if status == "incomplete" {
+		r["incomplete_details"] = map[string]any{"reason": "max_output_tokens"}
+	}
+	if status != "in_progress" && e.usage.IsObject() {
+		in, out := e.usage.Get("prompt_tokens").Int(), e.usage.Get("completion_tokens").Int()
+		r["usage"] = map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
+			"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + out}
+	}
+	return r
+}
+
+// emit appends one SSE event: "event: TYPE" and its data with type and
+// sequence_number.
+func (e *responsesEncoder) emit(out []byte, typ string, ev map[string]any) []byte {
+	ev["type"] = typ
+	ev["sequence_number"] = e.seq
+	e.seq++
+	b, _ := json.Marshal(ev)
+	out = append(out, "event: "...)
+	out = append(out, typ...)
+	out = append(out, "\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// keep stores the conversation with this response's output, for a
+// follow-up that names it in previous_response_id.
+func (e *responsesEncoder) keep() {
+	if !e.echo.Store {
+		return
+	}
+	var msgs []chatMessage
+	if err := json.Unmarshal(e.conv, &msgs); err != nil {
+		return
+	}
+	m := chatMessage{Role: "assistant"}
+	for _, it := range e.items {
+		switch it.kind {
+		case "reasoning":
+			m.ReasoningContent += string(it.text)
+		case "message":
+			m.Content = jsonString(string(it.text))
+		case "function_call":
+			var tc chatToolCall
+			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = it.callID, "function", it.name, string(it.text)
+			m.ToolCalls = append(m.ToolCalls, tc)
+		}
+	}
+	if m.Content == nil && len(m.ToolCalls) == 0 {
+		m.Content = jsonString("")
+	}
+	b, err := json.Marshal(append(msgs, m))
+	if err == nil {
+		e.s.responses.put(e.id, b)
+	}
+}
