@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzSSE -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzLoRAAdapter -fuzztime 30s ./engine/
+	$(GO) test -run XXX -fuzz FuzzTokenize -fuzztime 30s ./engine/
 
 demo: build
 	./$(BIN) demo $(ARGS)
