@@ -108,7 +108,7 @@ func (s *simdKernels) packed(m, n, k int, a, b operand, c []float32, ldc int, al
 		nc := min(ncBlock, n-jc)
 		for pc := 0; pc < k; pc += kcBlock {
 			kc := min(kcBlock, k-pc)
-			bp := packB(bufs.b, b, pc, kc, jc, nc)
+			bp := s.packB(bufs.b, b, pc, kc, jc, nc)
 			for ic := 0; ic < m; ic += mcBlock {
 				mc := min(mcBlock, m-ic)
 				ap := packA(bufs.a, a, ic, mc, pc, kc)
@@ -182,7 +182,7 @@ func packA(dst []float32, a operand, i0, mc, p0, kc int) []float32 {
 // packB packs k [p0, p0+kc) x columns [j0, j0+nc) of b into 16-column
 // panels (panel q holds b(p0+p, j0+16q+j) at p*16+j), the last one
 // zero-padded.
-func packB(dst []float32, b operand, p0, kc, j0, nc int) []float32 {
+func (s *simdKernels) packB(dst []float32, b operand, p0, kc, j0, nc int) []float32 {
 	panels := (nc + nr - 1) / nr
 	out := dst[:panels*kc*nr]
 	for q := 0; q < panels; q++ {
@@ -197,9 +197,15 @@ func packB(dst []float32, b operand, p0, kc, j0, nc int) []float32 {
 				clear(d[cols:])
 			}
 		case b.rs == 1 && cols == nr:
-			for j := 0; j < nr; j++ {
-				src := b.d[(base+j)*b.cs+p0:][:kc]
-				d := pan[j:]
+			k8 := kc &^ 7
+			if k8 > 0 {
+				_ = b.d[(base+nr-1)*b.cs+p0+k8-1]
+				s.packNT8(&pan[0], &b.d[base*b.cs+p0], b.cs, k8)
+				s.packNT8(&pan[8], &b.d[(base+8)*b.cs+p0], b.cs, k8)
+			}
+			for j := 0; j < nr && k8 < kc; j++ {
+				src := b.d[(base+j)*b.cs+p0+k8:][:kc-k8]
+				d := pan[k8*nr+j:]
 				for p, x := range src {
 					d[p*nr] = x
 				}
