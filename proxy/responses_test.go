@@ -1,0 +1,195 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// updateGolden rewrites golden files instead of comparing (HONE_UPDATE_GOLDEN=1).
+var updateGolden = os.Getenv("HONE_UPDATE_GOLDEN") == "1"
+
+func testServer() *Server { return &Server{responses: newConversations(100, time.Hour)} }
+
+// randomIDs are the ids and times a translation makes up.
+var randomIDs = regexp.MustCompile(`"(resp|msg|fc|rs|call)_[0-9a-f]{32}"|"created_at":\d+`)
+
+func normalize(b []byte) []byte {
+	n := map[string]string{}
+	return randomIDs.ReplaceAllFunc(b, func(m []byte) []byte {
+		if bytes.HasPrefix(m, []byte(`"created_at"`)) {
+			return []byte(`"created_at":0`)
+		}
+		if _, ok := n[string(m)]; !ok {
+			n[string(m)] = string(m[:bytes.IndexByte(m, '_')+1]) + strings.Repeat("x", 3) + string(rune('0'+len(n)%10)) + `"`
+		}
+		return []byte(n[string(m)])
+	})
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if updateGolden {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (HONE_UPDATE_GOLDEN=1 writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs:\n got %s\nwant %s", path, got, want)
+	}
+}
+
+func indentJSON(t *testing.T, b []byte) []byte {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", " "); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	return append(out.Bytes(), '\n')
+}
+
+// TestResponsesGolden translates each request in testdata/responses onto
+// chat completions, and the engine's answer (a vLLM fixture, whole and
+// streamed) back into the Responses API, against golden files.
+func TestResponsesGolden(t *testing.T) {
+	dirs, _ := filepath.Glob("testdata/responses/*")
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			req, err := os.ReadFile(filepath.Join(dir, "request.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := testServer()
+			tr, aerr := responsesSurface{}.translate(s, req)
+			if aerr != nil {
+				t.Fatalf("translate: %v", aerr)
+			}
+			golden(t, filepath.Join(dir, "chat.json"), indentJSON(t, tr.body))
+			up, _ := os.ReadFile(filepath.Join(dir, "upstream")) // "<whole fixture|-> <stream fixture|->"
+			fx := strings.Fields(string(up))
+			if body, err := os.ReadFile(fixture(t, fx[0], "upstream.json")); fx[0] != "-" && err == nil {
+				golden(t, filepath.Join(dir, "response.json"), indentJSON(t, normalize(tr.enc.body(body, 200))))
+			}
+			if sse, err := os.ReadFile(fixture(t, fx[1], "upstream.sse")); fx[1] != "-" && err == nil {
+				tr, _ = responsesSurface{}.translate(s, req)
+				golden(t, filepath.Join(dir, "response.sse"), normalize(encodeStream(t, tr.enc, sse)))
+			}
+		})
+	}
+}
+
+// encodeStream feeds an engine SSE stream through an encoder as the stream
+// body does.
+func encodeStream(t *testing.T, enc encoder, sse []byte) []byte {
+	var out []byte
+	for _, ev := range splitEvents(sse) {
+		data, ok := eventData(ev)
+		if !ok {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			out = append(out, enc.end()...)
+			continue
+		}
+		out = append(out, enc.event(data)...)
+	}
+	checkResponsesEvents(t, out)
+	return out
+}
+
+// checkResponsesEvents checks the invariants clients rely on: every event
+// names its type in an event: line and in its data, sequence numbers count
+// up from 0, deltas name an item that was added and not yet done, and the
+// stream ends with response.completed or response.incomplete.
+func checkResponsesEvents(t *testing.T, out []byte) {
+	t.Helper()
+	open := map[string]bool{}
+	last := ""
+	for i, ev := range splitEvents(out) {
+		lines := strings.SplitN(string(ev), "\n", 2)
+		typ := strings.TrimPrefix(lines[0], "event: ")
+		data, ok := eventData(ev)
+		d := gjson.ParseBytes(data)
+		if !ok || d.Get("type").String() != typ || d.Get("sequence_number").Int() != int64(i) {
+			t.Fatalf("event %d malformed: %q", i, ev)
+		}
+		switch {
+		case typ == "response.output_item.added":
+			open[d.Get("item.id").String()] = true
+		case typ == "response.output_item.done":
+			if !open[d.Get("item.id").String()] {
+				t.Fatalf("event %d: done for an item never added: %s", i, data)
+			}
+			delete(open, d.Get("item.id").String())
+		case strings.HasSuffix(typ, ".delta"):
+			if !open[d.Get("item_id").String()] {
+				t.Fatalf("event %d: delta for an item not open: %s", i, data)
+			}
+		}
+		last = typ
+	}
+	if len(open) > 0 || (last != "response.completed" && last != "response.incomplete") {
+		t.Fatalf("stream ends with %s, items left open %v", last, open)
+	}
+}
+
+func TestResponsesBadInput(t *testing.T) {
+	s := testServer()
+	for name, body := range map[string]string{
+		"no model":             `{"input":"hi"}`,
+		"no input":             `{"model":"m"}`,
+		"input number":         `{"model":"m","input":3}`,
+		"unknown item":         `{"model":"m","input":[{"type":"item_reference","id":"x"}]}`,
+		"unknown part":         `{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
+		"bad role":             `{"model":"m","input":[{"role":"tool","content":"x"}]}`,
+		"unknown call id":      `{"model":"m","input":[{"type":"function_call_output","call_id":"nope","output":"1"}]}`,
+		"non-function tool":    `{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`,
+		"bad tool choice":      `{"model":"m","input":"hi","tool_choice":"sometimes"}`,
+		"string temperature":   `{"model":"m","input":"hi","temperature":"hot"}`,
+		"unknown previous":     `{"model":"m","input":"hi","previous_response_id":"resp_nope"}`,
+		"function_call no id":  `{"model":"m","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`,
+		"instructions not str": `{"model":"m","input":"hi","instructions":[1]}`,
+	} {
+		if _, err := (responsesSurface{}).translate(s, []byte(body)); err == nil || err.status/100 != 4 {
+			t.Errorf("%s: %v, want a 4xx", name, err)
+		}
+	}
+}
+
+// TestResponsesPreviousResponse continues a conversation by id: the
+// follow-up's chat messages are the stored ones plus its own input.
+func TestResponsesPreviousResponse(t *testing.T) {
+	s := testServer()
+	tr, _ := responsesSurface{}.translate(s, []byte(`{"model":"m","instructions":"Be brief.","input":"What is 17 * 23?",
+		"tools":[{"type":"function","name":"calculator","parameters":{}}]}`))
+	body, _ := os.ReadFile(fixture(t, "chat_tools", "upstream.json"))
+	first := gjson.ParseBytes(tr.enc.body(body, 200))
+	call := first.Get(`output.#(type=="function_call")`)
+	follow := `{"model":"m","instructions":"Be kind.","previous_response_id":"` + first.Get("id").String() +
+		`","input":[{"type":"function_call_output","call_id":"` + call.Get("call_id").String() + `","output":"391"}]}`
+	tr2, err := responsesSurface{}.translate(s, []byte(follow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := gjson.GetBytes(tr2.body, "messages")
+	roles := []string{}
+	msgs.ForEach(func(_, m gjson.Result) bool { roles = append(roles, m.Get("role").String()); return true })
+	if strings.Join(roles, ",") != "system,user,assistant,tool" || msgs.Get("0.content").String() != "Be kind." ||
+		msgs.Get("2.tool_calls.0.function.arguments").String() != `{"expression": "17 * 23"}` {
+		t.Fatalf("follow-up messages %s", msgs.Raw)
+	}
+	if gjson.GetBytes(tr2.enc.body(body, 200), "previous_response_id").String() != first.Get("id").String() {
+		t.Fatal("previous_response_id not echoed")
+	}
+}
