@@ -29,9 +29,12 @@ run: build
 
 # npm packages for the wire-level acceptance tests and the example agents
 # (installed from package-lock.json; skipped where a folder has none).
+# A folder is reinstalled when its lock file is newer than what npm last
+# installed (node_modules/.package-lock.json), so a moved version is picked up.
 deps:
 	@for d in $(NODE_DIRS); do \
-		if [ -f $$d/package-lock.json ] && [ ! -d $$d/node_modules ]; then \
+		if [ -f $$d/package-lock.json ] && { [ ! -f $$d/node_modules/.package-lock.json ] || \
+			[ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; }; then \
 			echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 		fi; \
 	done
@@ -48,7 +51,7 @@ test-go:
 
 # Long crash test: hone serve killed with SIGKILL many times under load.
 test-crash:
-	HONE_CRASH_ROUNDS=25 $(GO) test -count=1 -run TestCrash -v -timeout 30m ./capture/crashtest/
+	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -v -timeout 30m ./capture/crashtest/
 
 bench:
 	$(GO) test -run XXX -bench . -benchtime 2s ./proxy/ ./capture/ ./kernels/... ./model/ ./engine/ ./trainer/...
