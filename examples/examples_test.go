@@ -156,13 +156,18 @@ func runAgent(t *testing.T, node, script string, env ...string) runResult {
 // framework's own default-headers option.
 var frameworks = []struct {
 	name, script, pkg string
+	env               []string
 }{
-	{"openai", "openai_chat.mjs", "openai"},
-	{"openai-agents", "openai_agents.mjs", "@openai/agents"},
-	{"ai-sdk", "ai_sdk.mjs", "@ai-sdk/openai-compatible"},
-	{"langgraph", "langgraph.mjs", "@langchain/langgraph"},
-	{"mastra", "mastra.mjs", "@mastra/core"},
-	{"llamaindex", "llamaindex.mjs", "llamaindex"},
+	{"openai", "openai_chat.mjs", "openai", nil},
+	// its default, the Responses API, where a reply cut at max_output_tokens
+	// ends "incomplete", which the SDK treats as a failed run (as it would
+	// with OpenAI): room for the tiny model to finish its replies
+	{"openai-agents", "openai_agents.mjs", "@openai/agents", []string{"HONE_MAX_TOKENS=400"}},
+	{"openai-agents-chat", "openai_agents.mjs", "@openai/agents", []string{"AGENTS_API=chat_completions"}},
+	{"ai-sdk", "ai_sdk.mjs", "@ai-sdk/openai-compatible", nil},
+	{"langgraph", "langgraph.mjs", "@langchain/langgraph", nil},
+	{"mastra", "mastra.mjs", "@mastra/core", nil},
+	{"llamaindex", "llamaindex.mjs", "llamaindex", nil},
 }
 
 // TestFrameworks runs each framework's agent through hone and checks that
@@ -179,8 +184,9 @@ func TestFrameworks(t *testing.T) {
 			session := fmt.Sprintf("%s-%d", fw.name, time.Now().UnixNano())
 			task := fw.name + "-task"
 			reward := 0.25 + 0.125*float64(i) // a different reward per framework
-			r := runAgent(t, node, fw.script, "OPENAI_BASE_URL="+base, "OPENAI_API_KEY=dummy",
-				"HONE_SESSION="+session, "HONE_TASK="+task, "HONE_REWARD="+strconv.FormatFloat(reward, 'g', -1, 64))
+			env := append([]string{"OPENAI_BASE_URL=" + base, "OPENAI_API_KEY=dummy", "HONE_SESSION=" + session,
+				"HONE_TASK=" + task, "HONE_REWARD=" + strconv.FormatFloat(reward, 'g', -1, 64)}, fw.env...)
+			r := runAgent(t, node, fw.script, env...)
 			if r.Session != session {
 				t.Fatalf("agent reports session %q, test gave %q", r.Session, session)
 			}

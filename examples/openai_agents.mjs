@@ -7,11 +7,12 @@ import { Agent, run, tool, user, setDefaultOpenAIClient, setOpenAIAPI, setTracin
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
-const h = honeRun('openai-agents');
+const h = honeRun(process.env.AGENTS_API === 'chat_completions' ? 'openai-agents-chat' : 'openai-agents');
 setDefaultOpenAIClient(new OpenAI({ defaultHeaders: h.headers, maxRetries: 0 })); // baseURL and key from the environment
-// The SDK defaults to the Responses API (/v1/responses); until hone serves it
-// (issue 12) the agent uses chat completions.
-setOpenAIAPI('chat_completions');
+// The SDK's default is the Responses API (/v1/responses), which hone
+// translates onto the engine's chat completions; AGENTS_API=chat_completions
+// runs the same agent over chat completions.
+if (process.env.AGENTS_API === 'chat_completions') setOpenAIAPI('chat_completions');
 setTracingDisabled(true);
 
 const calculator = tool({
@@ -39,4 +40,4 @@ try {
 } catch (e) {
   error = errorText(e);
 }
-report({ framework: 'openai-agents', session: h.id, reward: reward(output), output, error });
+report({ framework: process.env.AGENTS_API === 'chat_completions' ? 'openai-agents-chat' : 'openai-agents', session: h.id, reward: reward(output), output, error });
