@@ -23,7 +23,7 @@ type conversationAPI struct {
 	name string
 	path string
 	turn func(history []string, user string) map[string]any // request body for the next turn
-	text func(body []byte) string                          // the reply's text
+	text func(body []byte) string                           // the reply's text
 }
 
 const (
