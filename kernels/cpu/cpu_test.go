@@ -51,9 +51,9 @@ func TestVariantSelection(t *testing.T) {
 
 // matmulShapes cross the tile edges (6x16 and 3x4 tiles, 4x2 generic), the
 // k block (256), the row block (144), the column block (2048), the
-// dot-product/packed switch (16 rows) and the parallel splits.
+// dot-product/packed switch (16 rows; 64 at k >= 512) and the parallel splits.
 var matmulShapes = [][3]int{ // m, k, n
-	{1, 1, 1}, {4, 4, 4}, {1, 1000, 33}, {2, 7, 5}, {3, 9, 4}, {9, 513, 7}, {16, 64, 19}, {17, 64, 19},
+	{1, 1, 1}, {4, 4, 4}, {1, 1000, 33}, {2, 7, 5}, {3, 9, 4}, {9, 513, 7}, {16, 64, 19}, {17, 64, 19}, {48, 600, 9}, {65, 600, 9}, {2, 17, 3},
 	{130, 70, 5}, {5, 300, 130}, {67, 257, 66}, {6, 256, 16}, {12, 512, 32}, {145, 33, 17}, {150, 600, 47},
 	{7, 300, 2100}, {20, 5, 2053}, {300, 17, 3},
 }
@@ -96,7 +96,7 @@ func TestGemmFastMatchesPlain(t *testing.T) {
 func TestGemmNTStrided(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, be := range variants(t, 1) {
-		for _, sh := range [][3]int{{1, 64, 7}, {3, 64, 4}, {5, 33, 9}, {16, 128, 40}, {17, 128, 40}, {40, 37, 23}, {100, 300, 70}} {
+		for _, sh := range [][3]int{{1, 64, 7}, {3, 64, 4}, {5, 33, 9}, {16, 128, 40}, {17, 128, 40}, {49, 20, 6}, {2, 9, 2}, {40, 37, 23}, {100, 300, 70}} {
 			m, k, n := sh[0], sh[1], sh[2]
 			lda, ldb, ldc := k+3, k+5, n+7
 			i0, j0 := 1, 2

@@ -18,9 +18,11 @@ const (
 	ncBlock = 2048 // multiple of nr; 2 MiB of packed B
 )
 
-// dotMaxM is the largest row count of an A*B^T product that takes the
-// dot-product kernel instead of packing.
-var dotMaxM = 16
+// useDot says whether an A*B^T product with k-contiguous rows takes the
+// dot-product kernels instead of packing: with few rows of A packing B costs
+// about as much as the product (measured: up to 64 rows when k >= 512, 16
+// below).
+func useDot(m, k int) bool { return m <= 16 || (m <= 64 && k >= 512) }
 
 // operand is a strided matrix: element (i, p) at d[i*rs + p*cs].
 type operand struct {
@@ -59,15 +61,17 @@ func (be *Backend) gemmParallel(m, n, k int, a, b operand, c []float32, ldc int,
 		return
 	}
 	s := be.simd
-	if a.cs == 1 && b.rs == 1 && m <= dotMaxM {
+	if a.cs == 1 && b.rs == 1 && useDot(m, k) {
 		be.parallel((n+3)/4, 2*m*k*4, func(lo, hi int) {
 			j0, j1 := 4*lo, min(4*hi, n)
 			s.dotNT(m, j1-j0, k, a.d, a.rs, b.d[j0*b.cs:], b.cs, c[j0:], ldc, alpha)
 		})
 		return
 	}
+	// Splitting columns makes every worker pack all of A, splitting rows all
+	// of B: duplicate the smaller, unless it leaves a worker without tiles.
 	mt, nt := (m+mr-1)/mr, (n+nr-1)/nr
-	if nt >= mt {
+	if (m <= n && nt >= be.workers) || mt < be.workers {
 		be.parallel(nt, 2*mr*nr*k, func(lo, hi int) {
 			j0, j1 := nr*lo, min(nr*hi, n)
 			s.packed(m, j1-j0, k, a, b.colsFrom(j0), c[j0:], ldc, alpha)
@@ -85,7 +89,7 @@ func (s *simdKernels) gemmSerial(m, n, k int, a, b operand, c []float32, ldc int
 	if m == 0 || n == 0 || k == 0 {
 		return
 	}
-	if a.cs == 1 && b.rs == 1 && m <= dotMaxM {
+	if a.cs == 1 && b.rs == 1 && useDot(m, k) {
 		s.dotNT(m, n, k, a.d, a.rs, b.d, b.cs, c, ldc, alpha)
 		return
 	}
@@ -160,6 +164,10 @@ func packA(dst []float32, a operand, i0, mc, p0, kc int) []float32 {
 				d := pan[p*mr : p*mr+mr : p*mr+mr]
 				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
 			}
+		case a.rs == 1 && rows == mr:
+			for p := 0; p < kc; p++ {
+				*(*[mr]float32)(pan[p*mr:]) = *(*[mr]float32)(a.d[(p0+p)*a.cs+base:])
+			}
 		case a.rs == 1:
 			for p := 0; p < kc; p++ {
 				d := pan[p*mr : p*mr+mr]
@@ -190,6 +198,10 @@ func (s *simdKernels) packB(dst []float32, b operand, p0, kc, j0, nc int) []floa
 		cols := min(nr, nc-q*nr)
 		base := j0 + q*nr
 		switch {
+		case b.cs == 1 && cols == nr:
+			for p := 0; p < kc; p++ {
+				*(*[nr]float32)(pan[p*nr:]) = *(*[nr]float32)(b.d[(p0+p)*b.rs+base:])
+			}
 		case b.cs == 1:
 			for p := 0; p < kc; p++ {
 				d := pan[p*nr : p*nr+nr]
@@ -224,59 +236,58 @@ func (s *simdKernels) packB(dst []float32, b operand, p0, kc, j0, nc int) []floa
 }
 
 // dotNT computes C[i*ldc+j] += alpha * dot(a[i*lda:][:k], b[j*ldb:][:k]) for
-// an m x n C with the 3x4 dot kernel. A last partial group of rows or
-// columns is recomputed from the full group ending at the edge into a
-// scratch tile, of which only the new part is added.
+// an m x n C: rows in threes with the 3x4 kernel, the one or two left over
+// with the 1x4 kernel. A last partial group of four columns is recomputed
+// from the four ending at the edge into a scratch tile, of which only the
+// new columns are added (B padded to four rows when n < 4).
 func (s *simdKernels) dotNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha float32) {
 	_ = a[(m-1)*lda+k-1]
 	_ = b[(n-1)*ldb+k-1]
 	_ = c[(m-1)*ldc+n-1]
-	if n < 4 || m < 3 {
-		s.dotSmall(m, n, k, a, lda, b, ldb, c, ldc, alpha)
+	if n < 4 {
+		pad := make([]float32, 4*k)
+		for q := 0; q < n; q++ {
+			copy(pad[q*k:(q+1)*k], b[q*ldb:][:k])
+		}
+		var tmp [12]float32
+		for i := 0; i < m; i++ {
+			clear(tmp[:4])
+			s.dot1x4(k, &a[i*lda], &pad[0], k, &tmp[0], alpha)
+			row := c[i*ldc : i*ldc+n]
+			for q := range row {
+				row[q] += tmp[q]
+			}
+		}
 		return
 	}
+	m3 := m - m%3
 	var tmp [12]float32
 	for j := 0; j < n; j += 4 {
 		jb := min(j, n-4)
-		for i := 0; i < m; i += 3 {
-			ib := min(i, m-3)
-			if ib == i && jb == j {
+		if jb == j {
+			for i := 0; i < m3; i += 3 {
 				s.dot3x4(k, &a[i*lda], lda, &b[j*ldb], ldb, &c[i*ldc+j], ldc, alpha)
-				continue
 			}
+			for i := m3; i < m; i++ {
+				s.dot1x4(k, &a[i*lda], &b[j*ldb], ldb, &c[i*ldc+j], alpha)
+			}
+			continue
+		}
+		for i := 0; i < m; i += 3 {
+			rows := min(3, m-i)
 			clear(tmp[:])
-			s.dot3x4(k, &a[ib*lda], lda, &b[jb*ldb], ldb, &tmp[0], 4, alpha)
-			for r := i - ib; r < 3; r++ {
-				row := c[(ib+r)*ldc : (ib+r)*ldc+n]
+			if rows == 3 {
+				s.dot3x4(k, &a[i*lda], lda, &b[jb*ldb], ldb, &tmp[0], 4, alpha)
+			} else {
+				for r := 0; r < rows; r++ {
+					s.dot1x4(k, &a[(i+r)*lda], &b[jb*ldb], ldb, &tmp[4*r], alpha)
+				}
+			}
+			for r := 0; r < rows; r++ {
+				row := c[(i+r)*ldc : (i+r)*ldc+n]
 				for q := j - jb; q < 4; q++ {
 					row[jb+q] += tmp[r*4+q]
 				}
-			}
-		}
-	}
-}
-
-// dotSmall is dotNT for fewer than 3 rows or 4 columns: one row of A at a
-// time (the kernel reads it three times), B's rows padded to four.
-func (s *simdKernels) dotSmall(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha float32) {
-	var pad []float32
-	var tmp [12]float32
-	for j := 0; j < n; j += 4 {
-		nj := min(4, n-j)
-		bp, lb := &b[j*ldb], ldb
-		if nj < 4 {
-			pad = make([]float32, 4*k)
-			for q := 0; q < nj; q++ {
-				copy(pad[q*k:(q+1)*k], b[(j+q)*ldb:][:k])
-			}
-			bp, lb = &pad[0], k
-		}
-		for i := 0; i < m; i++ {
-			clear(tmp[:])
-			s.dot3x4(k, &a[i*lda], 0, bp, lb, &tmp[0], 4, alpha)
-			row := c[i*ldc+j : i*ldc+j+nj]
-			for q := range row {
-				row[q] += tmp[q]
 			}
 		}
 	}

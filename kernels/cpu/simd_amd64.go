@@ -11,12 +11,16 @@ func kern6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 func dot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32)
 
 //go:noescape
+func dot1x4AVX2(k int, a, b *float32, ldb int, c *float32, alpha float32)
+
+//go:noescape
 func packNT8AVX2(dst, src *float32, lds, k int)
 
 var avx2Kernels = &simdKernels{
 	name:     VariantAVX2,
 	kern6x16: kern6x16AVX2,
 	dot3x4:   dot3x4AVX2,
+	dot1x4:   dot1x4AVX2,
 	packNT8:  packNT8AVX2,
 }
 

@@ -31,6 +31,8 @@ type simdKernels struct {
 	// dot3x4 adds alpha times the dot products of three k-contiguous rows of
 	// A (lda apart) with four of B (ldb apart) into a 3x4 tile of C.
 	dot3x4 func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32)
+	// dot1x4 is dot3x4 for one row of A.
+	dot1x4 func(k int, a, b *float32, ldb int, c *float32, alpha float32)
 	// packNT8 transposes eight k-contiguous rows (lds apart) into half of a
 	// 16-column B panel: dst[16p+j] = src[j*lds+p], k a multiple of 8.
 	packNT8 func(dst, src *float32, lds, k int)
