@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzLoRAAdapter -fuzztime 30s ./engine/
 	$(GO) test -run XXX -fuzz FuzzTokenize -fuzztime 30s ./engine/
+	$(GO) test -run XXX -fuzz FuzzGenerationConfig -fuzztime 30s -fuzzminimizetime 5s ./engine/
 
 demo: build
 	./$(BIN) demo $(ARGS)

@@ -82,6 +82,18 @@ func loadModel(ctx context.Context, dir string, threads int) (modelParts, error)
 	}
 	cfg := m.Config()
 	vocab := min(cfg.VocabSize, tok.VocabSize())
+	// An EOS id the model cannot produce would index past its logits when
+	// min_tokens masks the EOS ids: refuse the folder, naming the file.
+	for _, src := range []struct {
+		files string
+		ids   []int32
+	}{{"tokenizer_config.json or generation_config.json", tok.Config().EOSIDs}, {"config.json", cfg.EOSTokenIDs}} {
+		for _, id := range src.ids {
+			if id < 0 || int(id) >= vocab {
+				return modelParts{}, fmt.Errorf("%s: eos_token_id %d is outside the model's vocabulary of %d tokens", src.files, id, vocab)
+			}
+		}
+	}
 	eos := append(append([]int32(nil), tok.Config().EOSIDs...), cfg.EOSTokenIDs...)
 	return modelParts{lm: &modelLM{m: m, vocab: vocab}, tok: tok, maxModelLen: cfg.MaxPositions,
 		eos: eos, defaults: defaults}, ctx.Err()

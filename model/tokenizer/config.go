@@ -119,7 +119,7 @@ func (c *Config) addGenerationEOS(path string) error {
 	if json.Unmarshal(g.EOS, &one) == nil {
 		ids = []int32{one}
 	} else if err := json.Unmarshal(g.EOS, &ids); err != nil && len(g.EOS) > 0 && string(g.EOS) != "null" {
-		return fmt.Errorf("parse eos_token_id: %w", err)
+		return fmt.Errorf("parse %s: eos_token_id: %w", filepath.Base(path), err)
 	}
 	for _, id := range ids {
 		if !containsID(c.EOSIDs, id) {
