@@ -116,10 +116,21 @@ func (c *Config) addGenerationEOS(path string) error {
 	}
 	var ids []int32
 	var one int32
-	if json.Unmarshal(g.EOS, &one) == nil {
+	var list []*int32 // a null in the list is refused, not read as id 0
+	switch {
+	case len(g.EOS) == 0 || string(g.EOS) == "null": // absent: none (a null would leave one at 0)
+	case json.Unmarshal(g.EOS, &one) == nil:
 		ids = []int32{one}
-	} else if err := json.Unmarshal(g.EOS, &ids); err != nil && len(g.EOS) > 0 && string(g.EOS) != "null" {
-		return fmt.Errorf("parse %s: eos_token_id: %w", filepath.Base(path), err)
+	default:
+		if err := json.Unmarshal(g.EOS, &list); err != nil {
+			return fmt.Errorf("parse %s: eos_token_id: %w", filepath.Base(path), err)
+		}
+		for _, id := range list {
+			if id == nil {
+				return fmt.Errorf("parse %s: eos_token_id: null in the list", filepath.Base(path))
+			}
+			ids = append(ids, *id)
+		}
 	}
 	for _, id := range ids {
 		if !containsID(c.EOSIDs, id) {
