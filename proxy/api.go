@@ -49,6 +49,7 @@ var surfaces = map[string]surface{
 	"/v1/chat/completions": nativeSurface{capture.RouteChat},
 	"/v1/completions":      nativeSurface{capture.RouteCompletions},
 	"/v1/responses":        responsesSurface{},
+	"/v1/messages":         messagesSurface{},
 }
 
 // nativeSurface is an API the engine speaks itself.

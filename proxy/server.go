@@ -162,6 +162,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	switch {
 	case ctx.IsGet() && path == "/v1/models":
 		s.handleModels(ctx)
+	case ctx.IsPost() && path == "/v1/messages/count_tokens":
+		s.handleCountTokens(ctx)
 	default:
 		s.passthrough(ctx)
 	}

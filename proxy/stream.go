@@ -31,7 +31,8 @@ func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
 	return &streamBody{c: c, resp: resp, sse: newSSEReader(resp.BodyStream())}
 }
 
-// Read returns the rest of the current event, or the next event.
+// Read returns the rest of the current event, or the next event (one
+// event per Read, so each is written and flushed on its own).
 func (b *streamBody) Read(p []byte) (int, error) {
 	for len(b.pending) == 0 {
 		if b.ended {
@@ -49,7 +50,13 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		b.pending = b.process(ev)
 		b.c.inHone += time.Since(t)
 	}
-	n := copy(p, b.pending)
+	// one event per Read: a translated API's encoder may turn one engine
+	// event into several, and each goes out in its own write
+	ev := b.pending
+	if i := bytes.Index(ev, []byte("\n\n")); i >= 0 {
+		ev = ev[:i+2]
+	}
+	n := copy(p, ev)
 	b.pending = b.pending[n:]
 	b.c.s.m.bytesOut.Add(float64(n))
 	return n, nil
