@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzGenerationConfig -fuzztime 30s -fuzzminimizetime 5s ./engine/
 	$(GO) test -run XXX -fuzz FuzzGenerationEOS -fuzztime 30s ./model/tokenizer/
 	$(GO) test -run XXX -fuzz FuzzTokenizeReply -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 30s ./config/
 
 demo: build
 	./$(BIN) demo $(ARGS)
