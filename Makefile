@@ -75,8 +75,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzTokenize -fuzztime 30s ./engine/
 	$(GO) test -run XXX -fuzz FuzzGenerationConfig -fuzztime 30s -fuzzminimizetime 5s ./engine/
 	$(GO) test -run XXX -fuzz FuzzGenerationEOS -fuzztime 30s ./model/tokenizer/
-	$(GO) test -run XXX -fuzz FuzzTokenizeReply -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 30s ./config/
+	$(GO) test -run XXX -fuzz FuzzTokenizeReply -fuzztime 30s ./proxy/
 
 demo: build
 	./$(BIN) demo $(ARGS)
