@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy lint fuzz demo tiny-model clean
+.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy lint fuzz demo tiny-model clean peers
 
 all: build
 
@@ -86,3 +86,10 @@ tiny-model: build
 
 clean:
 	rm -rf bin data
+
+# The peers' Python environment (vLLM on the CPU, transformers, PEFT, torch,
+# openai, agentscope, pyarrow, pandas) from scripts/peers/requirements.lock,
+# in a virtualenv outside the clone ($${HONE_PEERS_DIR:-~/.cache/hone/peers});
+# installs only when missing or when the lock changed. Prints its Python last.
+peers:
+	@bash scripts/peers/ensure.sh
