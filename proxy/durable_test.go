@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -29,20 +28,9 @@ func TestHeaderRewardDurableWhenAnswered(t *testing.T) {
 			name, file = "chat_stream", "upstream.sse"
 		}
 		stub.answer = replay(t, fixture(t, name, file), 0)
-		o := DefaultOptions()
-		o.Upstream.Engines = []EngineOptions{{URL: stub.url()}}
-		s, err := New(o, store, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Serve(ln) //nolint:errcheck
-		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		h := startHoneWith(t, store, nil, stub)
 		session := "durable-" + name
-		r := post(t, "http://"+ln.Addr().String(), "/v1/chat/completions", chatReq(stream),
+		r := post(t, h.url, "/v1/chat/completions", chatReq(stream),
 			map[string]string{"x-hone-session": session, "x-hone-reward": "0.75", "x-hone-commit": "1"})
 		if r.status != 200 || len(r.header.Values("X-Hone-Warning")) > 0 {
 			t.Fatalf("%s: status %d warnings %v", name, r.status, r.header.Values("X-Hone-Warning"))

@@ -29,6 +29,12 @@ type testHone struct {
 
 func startHone(t *testing.T, mutate func(*Options), engines ...*stubEngine) *testHone {
 	t.Helper()
+	return startHoneWith(t, NewMemRecorder(), mutate, engines...)
+}
+
+// startHoneWith is startHone with another recorder (the capture store).
+func startHoneWith(t *testing.T, rec Recorder, mutate func(*Options), engines ...*stubEngine) *testHone {
+	t.Helper()
 	o := DefaultOptions()
 	for _, e := range engines {
 		o.Upstream.Engines = append(o.Upstream.Engines, EngineOptions{URL: e.url()})
@@ -40,7 +46,6 @@ func startHone(t *testing.T, mutate func(*Options), engines ...*stubEngine) *tes
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rec := NewMemRecorder()
 	reg := prometheus.NewRegistry()
 	s, err := New(o, rec, reg, nil)
 	if err != nil {
@@ -56,7 +61,8 @@ func startHone(t *testing.T, mutate func(*Options), engines ...*stubEngine) *tes
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	return &testHone{s: s, rec: rec, url: "http://" + ln.Addr().String(), reg: reg}
+	mem, _ := rec.(*MemRecorder)
+	return &testHone{s: s, rec: mem, url: "http://" + ln.Addr().String(), reg: reg}
 }
 
 // rawResponse is an HTTP/1.1 response read off the wire, with the chunks of

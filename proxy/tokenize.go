@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
@@ -121,7 +124,58 @@ func (s *Server) tokenize(ctx context.Context, e *engine, rec *capture.Call) ([]
 		return nil, fmt.Errorf("POST %s/tokenize: %w", e.url, err)
 	}
 	if resp.StatusCode() != 200 {
-		return nil, fmt.Errorf("POST %s/tokenize: status %d: %s", e.url, resp.StatusCode(), resp.Body())
+		return nil, fmt.Errorf("POST %s/tokenize: status %d", e.url, resp.StatusCode())
 	}
-	return appendIDs(nil, gjson.GetBytes(resp.Body(), "tokens")), nil
+	ids, err := parseTokenizeReply(resp.Body())
+	if err != nil {
+		return nil, fmt.Errorf("POST %s/tokenize: %w", e.url, err)
+	}
+	return ids, nil
+}
+
+// parseTokenizeReply reads the token ids of a /tokenize reply (vLLM's and
+// SGLang's: a JSON object whose "tokens" is a list of ids). Anything else is
+// an error, so a call is recorded without prompt ids rather than with wrong
+// ones: garbage, truncated JSON, a key given twice, ids that are not
+// non-negative 32-bit integers.
+func parseTokenizeReply(body []byte) ([]int32, error) {
+	if !json.Valid(body) {
+		return nil, errors.New("reply is not JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("reply is not a JSON object")
+	}
+	var tokens []json.Number
+	seen := 0
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("read reply: %w", err)
+		}
+		if key != "tokens" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, fmt.Errorf("read reply: %w", err)
+			}
+			continue
+		}
+		seen++
+		if err := dec.Decode(&tokens); err != nil || tokens == nil {
+			return nil, errors.New(`"tokens" is not a list of numbers`)
+		}
+	}
+	if seen != 1 {
+		return nil, fmt.Errorf(`reply has %d "tokens" lists, want 1`, seen)
+	}
+	ids := make([]int32, 0, len(tokens))
+	for _, t := range tokens {
+		v, err := strconv.ParseInt(t.String(), 10, 32)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("token %q is not a token id", t.String())
+		}
+		ids = append(ids, int32(v))
+	}
+	return ids, nil
 }
