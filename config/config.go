@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -120,6 +121,9 @@ func friendlyYAMLError(err error) error {
 // Finish derives the dependent settings and validates everything.
 func (c *Config) Finish() error {
 	c.Proxy.Upstream = c.Engine
+	if err := checkFinite(reflect.ValueOf(c).Elem(), ""); err != nil {
+		return err
+	}
 	if c.Trainer.CheckpointDir == "" {
 		c.Trainer.CheckpointDir = filepath.Join(c.Data, "checkpoints")
 	}

@@ -185,3 +185,31 @@ func keyPaths(n *yaml.Node, prefix string, out map[string]bool) {
 		keyPaths(n.Content[i+1], k+".", out)
 	}
 }
+
+func TestNonFiniteOptionsRefused(t *testing.T) {
+	for _, tc := range []struct{ env, key string }{
+		{"HONE_SELECTION_SAMPLE_RATE=NaN", "selection.sample_rate"},
+		{"HONE_REWARD_DEFAULT=+Inf", "reward.default"},
+		{"HONE_TRAINER_MAX_GRAD_NORM=-Inf", "trainer.max_grad_norm"},
+	} {
+		c, err := Load("", []string{tc.env})
+		if err == nil {
+			err = c.Finish()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: %v, want an error naming %s", tc.env, err, tc.key)
+		}
+	}
+	dir := t.TempDir()
+	f := dir + "/c.yaml"
+	if err := os.WriteFile(f, []byte("trainer:\n  schedule:\n    lr: .nan\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(f, nil)
+	if err == nil {
+		err = c.Finish()
+	}
+	if err == nil || !strings.Contains(err.Error(), "trainer.schedule.lr") {
+		t.Errorf("lr .nan: %v", err)
+	}
+}
