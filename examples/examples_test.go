@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/hone-rl/hone/proxy"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
 )
 
 // minNode is the oldest Node.js the current releases of these frameworks
@@ -88,22 +91,63 @@ func modelDir(t *testing.T) string {
 	return modeltest.Tiny(t, modeltest.Options{Seed: 1})
 }
 
-// startHone runs the embedded engine (serving "tiny"), a Badger store, the
-// data plane and a control plane, as hone serve does with its defaults.
-func startHone(t *testing.T) (base, control string) {
+// embeddedEngine serves the tiny model as "tiny" with hone's engine.
+func embeddedEngine(t *testing.T) string {
 	e, err := engine.New(context.Background(), engine.Options{ModelDir: modelDir(t), ServedModelName: "tiny"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	es := httptest.NewServer(e.Handler())
 	t.Cleanup(func() { es.Close(); e.Close() })
+	return es.URL
+}
+
+// fixtureEngine replays the proxy's vLLM fixtures as a tool-using model
+// would answer: a hermes tool call (calculator "17 * 23") when the request
+// offers tools and its last message is not a tool result, else a text
+// reply; streamed when asked.
+func fixtureEngine(t *testing.T) string {
+	cases := filepath.Join("..", "proxy", "testdata", "cases")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"tiny","object":"model","owned_by":"vllm","root":"tiny","parent":null}]}`))
+	})
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		name := "chat"
+		if gjson.GetBytes(body, "tools").IsArray() && gjson.GetBytes(body, "messages.@reverse.0.role").String() != "tool" {
+			name = "chat_tools"
+		}
+		if !gjson.GetBytes(body, "stream").Bool() {
+			b, _ := os.ReadFile(filepath.Join(cases, name, "upstream.json"))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
+			return
+		}
+		b, _ := os.ReadFile(filepath.Join(cases, name+"_stream", "upstream.sse"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range strings.SplitAfter(string(b), "\n\n") {
+			_, _ = w.Write([]byte(ev))
+			w.(http.Flusher).Flush()
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// startHone runs a Badger store, the data plane in front of engineURL and a
+// control plane, as hone serve does with its defaults.
+func startHone(t *testing.T, engineURL string) (base, control string) {
 	store, err := capture.Open(filepath.Join(t.TempDir(), "capture"), capture.DefaultOptions(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: es.URL, Kind: "embedded"}}
+	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL}}
 	srv, err := proxy.New(o, store, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +203,12 @@ var frameworks = []struct {
 	env               []string
 }{
 	{"openai", "openai_chat.mjs", "openai", nil},
-	// its default, the Responses API, where a reply cut at max_output_tokens
-	// ends "incomplete", which the SDK treats as a failed run (as it would
-	// with OpenAI): room for the tiny model to finish its replies
-	{"openai-agents", "openai_agents.mjs", "@openai/agents", []string{"HONE_MAX_TOKENS=400"}},
 	{"openai-agents-chat", "openai_agents.mjs", "@openai/agents", []string{"AGENTS_API=chat_completions"}},
+	// its default, the Responses API, in front of an engine that answers
+	// like a tool-using model (a reply the tiny model cuts at
+	// max_output_tokens ends "incomplete", which the SDK treats as a failed
+	// run, as it would with OpenAI)
+	{"openai-agents", "openai_agents.mjs", "@openai/agents", []string{"ENGINE=fixtures"}},
 	{"ai-sdk", "ai_sdk.mjs", "@ai-sdk/openai-compatible", nil},
 	{"langgraph", "langgraph.mjs", "@langchain/langgraph", nil},
 	{"mastra", "mastra.mjs", "@mastra/core", nil},
@@ -177,13 +222,18 @@ var frameworks = []struct {
 // tokens only.
 func TestFrameworks(t *testing.T) {
 	node := nodeBin(t)
-	base, control := startHone(t)
+	base, control := startHone(t, embeddedEngine(t))
+	fixtures, fixturesControl := startHone(t, fixtureEngine(t))
 	for i, fw := range frameworks {
 		t.Run(fw.name, func(t *testing.T) {
 			requirePackage(t, fw.pkg)
 			session := fmt.Sprintf("%s-%d", fw.name, time.Now().UnixNano())
 			task := fw.name + "-task"
 			reward := 0.25 + 0.125*float64(i) // a different reward per framework
+			base, control := base, control
+			if slices.Contains(fw.env, "ENGINE=fixtures") {
+				base, control = fixtures, fixturesControl
+			}
 			env := append([]string{"OPENAI_BASE_URL=" + base, "OPENAI_API_KEY=dummy", "HONE_SESSION=" + session,
 				"HONE_TASK=" + task, "HONE_REWARD=" + strconv.FormatFloat(reward, 'g', -1, 64)}, fw.env...)
 			r := runAgent(t, node, fw.script, env...)
