@@ -12,11 +12,7 @@ func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))
 func (be *Backend) SiLU(out, x kernels.Tensor) {
 	o, xs := data(out), data(x)
 	mustLen("silu", len(o), len(xs))
-	be.parallel(len(o), 20, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o[i] = xs[i] * sigmoid(xs[i])
-		}
-	})
+	be.parallel(len(o), 20, func(lo, hi int) { be.silu(o[lo:hi], xs[lo:hi]) })
 }
 
 // SwiGLU implements kernels.Backend.
@@ -24,11 +20,7 @@ func (be *Backend) SwiGLU(out, gate, up kernels.Tensor) {
 	o, g, u := data(out), data(gate), data(up)
 	mustLen("swiglu gate", len(g), len(o))
 	mustLen("swiglu up", len(u), len(o))
-	be.parallel(len(o), 20, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o[i] = g[i] * sigmoid(g[i]) * u[i]
-		}
-	})
+	be.parallel(len(o), 20, func(lo, hi int) { be.swiglu(o[lo:hi], g[lo:hi], u[lo:hi]) })
 }
 
 // SwiGLUBackward implements kernels.Backend: with s = sigmoid(g),
@@ -39,11 +31,7 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 		mustLen("swiglu backward", l, len(dg))
 	}
 	be.parallel(len(dg), 30, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			s := sigmoid(g[i])
-			du[i] = do[i] * g[i] * s
-			dg[i] = do[i] * u[i] * s * (1 + g[i]*(1-s))
-		}
+		be.swigluBackward(dg[lo:hi], du[lo:hi], do[lo:hi], g[lo:hi], u[lo:hi])
 	})
 }
 

@@ -48,20 +48,20 @@ func (be *Backend) attentionRows(od, qd, kd, vd []float32, n, qw, kw int, a kern
 			be.gemmNT(ntArgs{c: sc, ldc: keys, a: qd[qOff:], lda: hd, b: kd[g*hd:], ldb: kw, k: hd, alpha: a.Scale}, 0, group, 0, keys)
 			for r := 0; r < group; r++ {
 				p := sc[r*keys : (r+1)*keys]
-				softmax(p)
-				weightedRows(od[qOff+r*hd:qOff+(r+1)*hd], p, vd[g*hd:], kw)
+				be.softmax(p)
+				be.weightedRows(od[qOff+r*hd:qOff+(r+1)*hd], p, vd[g*hd:], kw)
 			}
 		}
 	})
 }
 
 // probs fills p with softmax_j(scale * q·k_j) over the keys len(p).
-func probs(p, q, kd []float32, kw, kvOff int, scale float32) {
+func (be *Backend) probs(p, q, kd []float32, kw, kvOff int, scale float32) {
 	hd := len(q)
 	for j := range p {
 		p[j] = scale * dot(q, kd[j*kw+kvOff:j*kw+kvOff+hd])
 	}
-	softmax(p)
+	be.softmax(p)
 }
 
 // softmax replaces x with softmax(x).
@@ -113,7 +113,7 @@ func (be *Backend) attentionBlocked(od, qd, kd, vd []float32, n, qw, kw int, a k
 			for r := 0; r < rows; r++ {
 				row := sc[r*seen : (r+1)*seen]
 				valid := a.Past + i0 + r + 1
-				softmax(row[:valid])
+				be.softmax(row[:valid])
 				clear(row[valid:])
 				clear(od[(i0+r)*qw+h*hd : (i0+r)*qw+(h+1)*hd])
 			}
@@ -160,7 +160,7 @@ func (be *Backend) attentionBackwardRows(t attnGrads, a kernels.Attn) {
 					qr := qd[i*qw+h*hd : i*qw+(h+1)*hd]
 					dor := dod[i*qw+h*hd : i*qw+(h+1)*hd]
 					dqr := dqd[i*qw+h*hd : i*qw+(h+1)*hd]
-					probs(p[:keys], qr, kd, kw, kvOff, a.Scale)
+					be.probs(p[:keys], qr, kd, kw, kvOff, a.Scale)
 					var d float64
 					for j := 0; j < keys; j++ {
 						dp[j] = dot(dor, vd[j*kw+kvOff:j*kw+kvOff+hd])
@@ -221,7 +221,7 @@ func (be *Backend) attentionBackwardBlocked(t attnGrads, a kernels.Attn) {
 					for r := 0; r < rows; r++ {
 						pr, dr := pb[r*seen:(r+1)*seen], db[r*seen:(r+1)*seen]
 						valid := a.Past + i0 + r + 1
-						softmax(pr[:valid])
+						be.softmax(pr[:valid])
 						clear(pr[valid:])
 						var d float64
 						for j, x := range pr[:valid] {

@@ -380,3 +380,71 @@ reduce14:
 	VMOVUPS X1, (DX)
 	VZEROUPPER
 	RET
+
+// func packA6AVX2(dst, src *float32, lds, k int)
+// dst[6p+i] = src[i*lds+p] for i < 6, p < k (k a multiple of 8): six
+// k-contiguous rows of A into a 6-row A panel by 8x8 register transposes
+// (rows 6 and 7 repeat row 5). Each column is stored as 8 floats, the last
+// two overwritten by the next column: the final store writes 2 floats past
+// dst[6k], which the caller must own.
+TEXT ·packA6AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	SHLQ $2, R8
+	MOVQ k+24(FP), CX
+	SHRQ $3, CX
+	JZ   donea6
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+
+loopa6:
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R8*1), Y1
+	VMOVUPS (SI)(R8*2), Y2
+	VMOVUPS (SI)(R9*1), Y3
+	VMOVUPS (R10), Y4
+	VMOVUPS (R10)(R8*1), Y5
+	VMOVAPS Y5, Y6
+	VMOVAPS Y5, Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 24(DI)
+	VMOVUPS Y10, 48(DI)
+	VMOVUPS Y11, 72(DI)
+	VMOVUPS Y12, 96(DI)
+	VMOVUPS Y13, 120(DI)
+	VMOVUPS Y14, 144(DI)
+	VMOVUPS Y15, 168(DI)
+	ADDQ $32, SI
+	ADDQ $32, R10
+	ADDQ $192, DI
+	DECQ CX
+	JNZ  loopa6
+
+donea6:
+	VZEROUPPER
+	RET

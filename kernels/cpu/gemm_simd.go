@@ -99,7 +99,8 @@ func (s *simdKernels) gemmSerial(m, n, k int, a, b operand, c []float32, ldc int
 type packBufs struct{ a, b []float32 }
 
 var packPool = sync.Pool{New: func() any {
-	return &packBufs{a: make([]float32, mcBlock*kcBlock), b: make([]float32, kcBlock*ncBlock)}
+	// packA6 writes two floats past a panel.
+	return &packBufs{a: make([]float32, mcBlock*kcBlock+8), b: make([]float32, kcBlock*ncBlock)}
 }}
 
 // packed runs the blocked loops with the 6x16 micro-kernel.
@@ -115,7 +116,7 @@ func (s *simdKernels) packed(m, n, k int, a, b operand, c []float32, ldc int, al
 			bp := s.packB(bufs.b, b, pc, kc, jc, nc)
 			for ic := 0; ic < m; ic += mcBlock {
 				mc := min(mcBlock, m-ic)
-				ap := packA(bufs.a, a, ic, mc, pc, kc)
+				ap := s.packA(bufs.a, a, ic, mc, pc, kc)
 				for jr := 0; jr < nc; jr += nr {
 					bpan := &bp[(jr/nr)*kc*nr]
 					nj := min(nr, nc-jr)
@@ -144,15 +145,26 @@ func (s *simdKernels) packed(m, n, k int, a, b operand, c []float32, ldc int, al
 
 // packA packs rows [i0, i0+mc) x k [p0, p0+kc) of a into 6-row panels,
 // panel-major then k-major (panel q holds a(i0+6q+r, p0+p) at p*6+r), the
-// last panel zero-padded.
-func packA(dst []float32, a operand, i0, mc, p0, kc int) []float32 {
+// last panel zero-padded. dst has room for two floats more.
+func (s *simdKernels) packA(dst []float32, a operand, i0, mc, p0, kc int) []float32 {
 	panels := (mc + mr - 1) / mr
+	_ = dst[panels*kc*mr+1]
 	out := dst[:panels*kc*mr]
 	for q := 0; q < panels; q++ {
 		pan := out[q*kc*mr : (q+1)*kc*mr]
 		rows := min(mr, mc-q*mr)
 		base := i0 + q*mr
 		switch {
+		case a.cs == 1 && rows == mr && kc >= 8:
+			k8 := kc &^ 7
+			_ = a.d[(base+mr-1)*a.rs+p0+k8-1]
+			s.packA6(&dst[q*kc*mr], &a.d[base*a.rs+p0], a.rs, k8)
+			for r := 0; r < mr; r++ {
+				src := a.d[(base+r)*a.rs+p0+k8:][:kc-k8]
+				for p, x := range src {
+					pan[(k8+p)*mr+r] = x
+				}
+			}
 		case a.cs == 1 && rows == mr:
 			r0 := a.d[base*a.rs+p0:][:kc]
 			r1 := a.d[(base+1)*a.rs+p0:][:kc]

@@ -36,6 +36,20 @@ type simdKernels struct {
 	// packNT8 transposes eight k-contiguous rows (lds apart) into half of a
 	// 16-column B panel: dst[16p+j] = src[j*lds+p], k a multiple of 8.
 	packNT8 func(dst, src *float32, lds, k int)
+	// packA6 packs six k-contiguous rows (lds apart) into a 6-row A panel:
+	// dst[6p+i] = src[i*lds+p], k a multiple of 8; it writes dst[6k] and
+	// dst[6k+1] too.
+	packA6 func(dst, src *float32, lds, k int)
+
+	// Elementwise kernels over n values, n a multiple of 8 (callers finish
+	// the tails); see elementwise_simd.go.
+	exp          func(dst, src *float32, n int, shift float32) float32
+	max          func(x *float32, n int) float32
+	scale        func(x *float32, n int, s float32)
+	silu         func(dst, x *float32, n int)
+	swiglu       func(dst, gate, up *float32, n int)
+	swigluBack   func(dgate, dup, dout, gate, up *float32, n int)
+	weightedRows func(o *float32, hd int, p *float32, rows int, v *float32, ldv int)
 }
 
 // Variants lists the variants this machine can run, fastest first; the
