@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy lint fuzz demo tiny-model clean peers
+.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels lint fuzz demo tiny-model clean peers
 
 all: build
 
@@ -60,6 +60,11 @@ bench:
 # The recorded tables: five interleaved runs per target and rate (about 4 minutes).
 bench-proxy: build
 	$(GO) run ./bench/proxy -duration 2s -count 5 $(ARGS)
+
+# Matmul GFLOP/s of kernels/cpu beside numpy/OpenBLAS and PyTorch (when
+# present: ARGS='-torch /path/to/python') on hone's shapes, with the FMA peak.
+bench-kernels:
+	$(GO) run ./bench/kernels $(ARGS)
 
 lint:
 	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "gofmt needed: $$files"; exit 1; fi
