@@ -27,6 +27,7 @@ type messagesEncoder struct {
 	usage   gjson.Result
 	prompt  int64 // input tokens known at message_start
 	started bool
+	ended   bool
 }
 
 // anthBlock is one content block being built.
@@ -225,6 +226,9 @@ func (e *messagesEncoder) usageOut() anthUsage {
 
 // event re-encodes one chat completion chunk.
 func (e *messagesEncoder) event(chunk []byte) []byte {
+	if e.ended {
+		return nil // nothing follows message_stop
+	}
 	doc := gjson.ParseBytes(chunk)
 	var out []byte
 	if !e.started {
@@ -337,8 +341,11 @@ func (e *messagesEncoder) closeOpen(out []byte) []byte {
 	return e.emit(out, "content_block_stop", map[string]any{"index": bl.index})
 }
 
-// end stops the open block and sends message_delta and message_stop.
+// end stops the open block and sends message_delta and message_stop, once.
 func (e *messagesEncoder) end() []byte {
+	if e.ended {
+		return nil
+	}
 	var out []byte
 	if !e.started {
 		out = e.event([]byte(`{}`))
@@ -350,6 +357,7 @@ func (e *messagesEncoder) end() []byte {
 	if e.usage.IsObject() {
 		usage["input_tokens"] = u.InputTokens
 	}
+	e.ended = true
 	out = e.emit(out, "message_delta", map[string]any{"delta": map[string]any{"stop_reason": reason,
 		"stop_sequence": seq}, "usage": usage})
 	return e.emit(out, "message_stop", map[string]any{})
