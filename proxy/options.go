@@ -124,7 +124,7 @@ func DefaultOptions() Options {
 		Listen:         "127.0.0.1:8080", // the sidecar case; containers set 0.0.0.0:8080
 		ControlListen:  "127.0.0.1:8081",
 		MaxBodyBytes:   32 << 20,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: 32 << 10, // nginx's default too (4 x 8 KiB); fasthttp holds one such buffer per connection
 		ReadTimeout:    60 * time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxConns:       10000,
