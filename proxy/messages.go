@@ -493,10 +493,10 @@ func anthropicErrorType(status int) string {
 
 // appendAnthropicError is an error body in Anthropic's shape.
 func appendAnthropicError(b []byte, status int, msg string) []byte {
-	b = append(b, `{"type":"error","error":{"type":`...)
-	b = strconv.AppendQuote(b, anthropicErrorType(status))
-	b = append(b, `,"message":`...)
-	b = strconv.AppendQuote(b, msg)
+	b = append(b, `{"type":"error","error":{"type":"`...)
+	b = append(b, anthropicErrorType(status)...)
+	b = append(b, `","message":`...)
+	b = append(b, jsonString(msg)...) // JSON's escapes (invalid UTF-8 becomes U+FFFD), not Go's
 	return append(b, "}}"...)
 }
 
