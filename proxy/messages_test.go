@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -550,5 +552,57 @@ func TestStreamBodyOneEventPerRead(t *testing.T) {
 	m, _ := b.Read(p[5:])
 	if string(p[:n+m]) != "data: long event\n\n" {
 		t.Fatalf("a Read smaller than the event: %q", p[:n+m])
+	}
+}
+
+// TestMessagesSessionInferred: without session headers, a Messages
+// conversation that resends the answers it got (tool_use blocks, thinking
+// blocks with hone's signature) joins one inferred session, as the same
+// conversation in chat completions would.
+func TestMessagesSessionInferred(t *testing.T) {
+	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stub := newStub(t)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		msgs := gjson.GetBytes(ctx.PostBody(), "messages").Array()
+		name := "chat_tools"
+		if msgs[len(msgs)-1].Get("role").String() == "tool" {
+			name = "chat_reasoning"
+		}
+		replay(t, fixture(t, name, "upstream.json"), 0)(ctx)
+	}
+	h := startHoneWith(t, store, nil, stub)
+	tools := `"tools":[{"name":"calculator","input_schema":{"type":"object","properties":{"expression":{"type":"string"}}}}]`
+	history := `{"role":"user","content":"What is 17 * 23?"}`
+	var session string
+	for turn := 0; turn < 3; turn++ {
+		r := post(t, h.url, "/v1/messages", []byte(`{"model":"Qwen/Qwen3-0.6B","max_tokens":64,"system":"Be brief.",`+
+			tools+`,"messages":[`+history+`]}`), nil)
+		s := r.header.Get("X-Hone-Session")
+		if r.status != 200 || s == "" || (turn > 0 && s != session) {
+			t.Fatalf("turn %d: %d session %q (first %q) %s", turn, r.status, s, session, r.body)
+		}
+		session = s
+		content := gjson.GetBytes(r.body, "content")
+		history += `,{"role":"assistant","content":` + content.Raw + `}`
+		if use := content.Get(`#(type=="tool_use")`); use.Exists() {
+			history += `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + use.Get("id").String() + `","content":"391"}]}`
+		} else {
+			history += `,{"role":"user","content":"And 391 / 17?"}`
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, calls, err := store.GetSession(context.Background(), session)
+		if err == nil && len(calls) == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s holds %d calls (%v), want 3", session, len(calls), err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
