@@ -50,10 +50,20 @@ var conversationAPIs = []conversationAPI{
 	}, func(b []byte) string {
 		return gjson.GetBytes(b, `output.#(type=="message").content.0.text`).String()
 	}},
+	{"messages", "/v1/messages", func(h []string, u string) map[string]any {
+		msgs := []map[string]any{{"role": "user", "content": question}}
+		if len(h) > 0 {
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": h[0]}}},
+				map[string]any{"role": "user", "content": u})
+		}
+		return map[string]any{"system": sysPrompt, "messages": msgs, "max_tokens": 12, "temperature": 0}
+	}, func(b []byte) string {
+		return gjson.GetBytes(b, `content.#(type=="text").text`).String()
+	}},
 }
 
 // TestOneConversationEveryAPI sends the same conversation through each
-// agent API to the same greedy engine: the captured trajectories must have
+// agent API (chat completions, Responses, Anthropic Messages) to the same greedy engine: the captured trajectories must have
 // identical token ids, loss masks and logprobs, since every API is captured
 // as the engine's chat completions.
 func TestOneConversationEveryAPI(t *testing.T) {
