@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 
@@ -54,11 +55,11 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 		if !mt.Exists() {
 			return nil, badMessages("max_tokens: Field required")
 		}
-		if n, ok := positiveInt(mt); !ok {
+		n, ok := positiveInt(mt)
+		if !ok {
 			return nil, badMessages("max_tokens: Input should be a positive integer")
-		} else {
-			out["max_tokens"] = n
 		}
+		out["max_tokens"] = n
 	}
 	b := &anthBuilder{calls: map[string]bool{}}
 	if err := b.addSystem(req.Get("system")); err != nil {
@@ -147,13 +148,17 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 	return body, nil
 }
 
-// positiveInt reads a JSON integer >= 1.
+// positiveInt reads a JSON integer >= 1 (64.0 too, as the API's
+// validation takes it).
 func positiveInt(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.Number {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v.Raw, 10, 64)
-	return n, err == nil && n >= 1
+	f := v.Float()
+	if f < 1 || f > 1<<53 || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // anthBuilder turns Messages system and messages into chat messages. Every
