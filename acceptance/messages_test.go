@@ -107,25 +107,3 @@ func messagesStubEngine(t *testing.T) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
-
-// The Messages API joins TestOneConversationEveryAPI: the same conversation
-// through /v1/messages must be captured with the same tokens, loss mask and
-// logprobs as through chat completions (added here unless apis_test.go
-// lists it already).
-func init() {
-	for _, api := range conversationAPIs {
-		if api.name == "messages" {
-			return
-		}
-	}
-	conversationAPIs = append(conversationAPIs, conversationAPI{"messages", "/v1/messages", func(h []string, u string) map[string]any {
-		msgs := []map[string]any{{"role": "user", "content": question}}
-		if len(h) > 0 {
-			msgs = append(msgs, map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": h[0]}}},
-				map[string]any{"role": "user", "content": u})
-		}
-		return map[string]any{"system": sysPrompt, "messages": msgs, "max_tokens": 12, "temperature": 0}
-	}, func(b []byte) string {
-		return gjson.GetBytes(b, `content.#(type=="text").text`).String()
-	}})
-}
