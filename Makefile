@@ -73,15 +73,19 @@ lint:
 	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
 
 fuzz:
-	$(GO) test -run XXX -fuzz FuzzRewrite -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz FuzzSSE -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz FuzzLoRAAdapter -fuzztime 30s ./engine/
-	$(GO) test -run XXX -fuzz FuzzTokenize -fuzztime 30s ./engine/
-	$(GO) test -run XXX -fuzz FuzzGenerationConfig -fuzztime 30s -fuzzminimizetime 5s ./engine/
-	$(GO) test -run XXX -fuzz FuzzGenerationEOS -fuzztime 30s ./model/tokenizer/
-	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 30s ./config/
-	$(GO) test -run XXX -fuzz FuzzTokenizeReply -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzRewrite$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzSSE$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzResponse$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzTokenizeReply$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzResponsesRequest$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzMessagesRequest$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzMessagesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzLoRAAdapter$$' -fuzztime 30s ./engine/
+	$(GO) test -run XXX -fuzz '^FuzzTokenize$$' -fuzztime 30s ./engine/
+	$(GO) test -run XXX -fuzz '^FuzzGenerationConfig$$' -fuzztime 30s -fuzzminimizetime 5s ./engine/
+	$(GO) test -run XXX -fuzz '^FuzzGenerationEOS$$' -fuzztime 30s ./model/tokenizer/
+	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime 30s ./config/
 
 demo: build
 	./$(BIN) demo $(ARGS)
