@@ -42,6 +42,8 @@ type encoder interface {
 	event(chunk []byte) []byte
 	// end returns the closing events once the engine sent data: [DONE].
 	end() []byte
+	// fail returns the API's error event for a stream the engine broke.
+	fail(msg string) []byte
 }
 
 // surfaces maps POST routes to their API.

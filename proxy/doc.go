@@ -12,5 +12,10 @@
 // (aggregating a response into a capture.Call), stream.go (streaming body),
 // upstream.go (connections and timeouts), pool.go (engine selection and
 // health), aliases.go (policy alias table), tokenize.go (token-id fallback),
-// errors.go (OpenAI-style errors), control.go (chi control plane), metrics.go.
+// errors.go (OpenAI-style errors), control.go (chi control plane), metrics.go,
+// headers.go (hone's headers and credentials, any spelling), feedback.go
+// (data-plane feedback and ownership), logger.go (fasthttp's logger, redacted).
+// Agent APIs: api.go (routes to surfaces; the encoder interface),
+// responses*.go (the OpenAI Responses API) and messages*.go (the Anthropic
+// Messages API), each translated onto the engine's chat completions.
 package proxy

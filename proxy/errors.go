@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"strconv"
+	"encoding/json"
 
 	"github.com/valyala/fasthttp"
 )
@@ -35,18 +35,26 @@ func writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 	ctx.SetBody(appendErrorJSON(nil, e))
 }
 
+// appendErrorJSON appends {"error":{"message","type","param","code"}}.
+// Strings go through encoding/json: strconv's quoting writes invalid UTF-8
+// (a header or an item type echoed in a message) as \xNN, which is not JSON.
 func appendErrorJSON(b []byte, e *apiError) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = strconv.AppendQuote(b, e.msg)
+	b = appendJSONString(b, e.msg)
 	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, e.typ)
+	b = appendJSONString(b, e.typ)
 	if e.param == "" {
 		b = append(b, `,"param":null`...)
 	} else {
 		b = append(b, `,"param":`...)
-		b = strconv.AppendQuote(b, e.param)
+		b = appendJSONString(b, e.param)
 	}
 	b = append(b, `,"code":`...)
-	b = strconv.AppendQuote(b, e.code)
+	b = appendJSONString(b, e.code)
 	return append(b, "}}"...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals; invalid UTF-8 becomes U+FFFD
+	return append(b, q...)
 }

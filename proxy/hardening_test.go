@@ -1,16 +1,20 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -172,4 +176,61 @@ func TestTokenizeFallbackBounded(t *testing.T) {
 	}
 	close(release)
 	waitCalls(t, h.rec, calls)
+}
+
+// TestEarlyErrorsInTheAPIsShape: errors answered before routing (a missing
+// key, a body over the limit) come in the shape of the API the path names.
+func TestEarlyErrorsInTheAPIsShape(t *testing.T) {
+	stub := newStub(t)
+	h := startHone(t, func(o *Options) { o.ClientKeys, o.MaxBodyBytes = []string{"k"}, 1<<10 }, stub)
+	msg := []byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
+	r := post(t, h.url, "/v1/messages", msg, nil)
+	if r.status != 401 || gjson.GetBytes(r.body, "type").String() != "error" ||
+		gjson.GetBytes(r.body, "error.type").String() != "authentication_error" {
+		t.Fatalf("401 on /v1/messages: %d %s", r.status, r.body)
+	}
+	big := []byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<10) + `"}]}`)
+	r = post(t, h.url, "/v1/messages", big, map[string]string{"x-api-key": "k"})
+	if r.status != 413 || gjson.GetBytes(r.body, "type").String() != "error" {
+		t.Fatalf("413 on /v1/messages: %d %s", r.status, r.body)
+	}
+	wantOpenAIError(t, post(t, h.url, "/v1/responses", []byte(`{}`), nil), 401)
+	bad := appendErrorJSON(nil, &apiError{400, "invalid_request_error", "x", "item type '\xff' unknown", ""})
+	if !json.Valid(bad) {
+		t.Fatalf("error JSON with invalid UTF-8 is not JSON: %q", bad)
+	}
+}
+
+// TestTranslatedStreamBreaks: when the engine's stream breaks, a translated
+// API's client gets the API's error event before the connection is cut.
+func TestTranslatedStreamBreaks(t *testing.T) {
+	stub := newStub(t)
+	data, _ := os.ReadFile(fixture(t, "chat_stream", "upstream.sse"))
+	events := splitEvents(data)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			w := bufio.NewWriter(c)
+			w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for _, ev := range events[:3] {
+				w.WriteString(strconvHex(len(ev)) + "\r\n")
+				w.Write(ev)
+				w.WriteString("\r\n")
+			}
+			w.Flush()
+			c.Close()
+		})
+	}
+	h := startHone(t, nil, stub)
+	for path, body := range map[string]string{
+		"/v1/responses": `{"model":"m","input":"hi","stream":true}`,
+		"/v1/messages":  `{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		r := post(t, h.url, path, []byte(body), nil)
+		evs := splitEvents(r.body)
+		if r.status != 200 || r.readErr == nil || len(evs) == 0 || !bytes.HasPrefix(evs[len(evs)-1], []byte("event: error\n")) {
+			t.Fatalf("%s: status %d err %v, last event %q: want an error event, then a broken stream", path, r.status,
+				r.readErr, evs[len(evs)-1])
+		}
+	}
 }

@@ -365,6 +365,11 @@ func (e *messagesEncoder) end() []byte {
 
 // emit appends one SSE event: "event: TYPE" and its data, whose type field
 // (first, as Anthropic writes it) names it too.
+// fail sends Anthropic's error event, as its API does when a stream fails.
+func (e *messagesEncoder) fail(msg string) []byte {
+	return e.emit(nil, "error", map[string]any{"error": map[string]any{"type": "api_error", "message": msg}})
+}
+
 func (e *messagesEncoder) emit(out []byte, typ string, ev map[string]any) []byte {
 	b, _ := json.Marshal(ev)
 	out = append(out, "event: "...)

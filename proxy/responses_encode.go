@@ -227,6 +227,11 @@ func (e *responsesEncoder) end() []byte {
 	return e.emit(out, typ, map[string]any{"response": e.response(st)})
 }
 
+// fail sends the API's error event (ResponseErrorEvent).
+func (e *responsesEncoder) fail(msg string) []byte {
+	return e.emit(nil, "error", map[string]any{"code": "server_error", "message": msg, "param": nil})
+}
+
 func (e *responsesEncoder) part(it *respItem, text string) map[string]any {
 	if it.kind == "reasoning" {
 		return map[string]any{"type": "reasoning_text", "text": text}

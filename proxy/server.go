@@ -124,9 +124,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var ne net.Error
+	api := surfaceOf(ctx) // the head was read when the body is too large
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		s.fail(ctx, "other", errTooLarge)
+		s.failAPI(ctx, api, errTooLarge)
 	case errors.As(err, &small):
 		s.fail(ctx, "other", &apiError{431, "invalid_request_error", "request_header_fields_too_large",
 			"request headers exceed " + strconv.Itoa(s.opts.MaxHeaderBytes) + " bytes (proxy.max_header_bytes)", ""})
@@ -151,7 +152,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	key, ok := s.clientKey(ctx)
 	if len(s.keys) > 0 && !ok {
-		s.fail(ctx, "auth", errUnauthorized)
+		s.failAPI(ctx, surfaceOf(ctx), errUnauthorized)
 		return
 	}
 	ctx.SetUserValue(ownerKey{}, ownerOf(key))
@@ -178,6 +179,15 @@ func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// surfaceOf is the API a request's path names, for errors answered before
+// routing (OpenAI's shape for any other path).
+func surfaceOf(ctx *fasthttp.RequestCtx) surface {
+	if api, ok := surfaces[string(ctx.Path())]; ok {
+		return api
+	}
+	return nativeSurface{"other"}
 }
 
 // failAPI answers an error in the API's own shape and counts it.

@@ -24,7 +24,8 @@ type streamBody struct {
 	ended   bool // upstream finished (cleanly or not)
 	sawDone bool // the engine sent data: [DONE]
 	closed  bool
-	settled bool // the call was handed over before the stream closed
+	settled bool  // the call was handed over before the stream closed
+	failed  error // the engine's stream broke; returned once the encoder's error event is out
 }
 
 func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
@@ -35,6 +36,9 @@ func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
 // event per Read, so each is written and flushed on its own).
 func (b *streamBody) Read(p []byte) (int, error) {
 	for len(b.pending) == 0 {
+		if b.failed != nil {
+			return 0, b.failed
+		}
 		if b.ended {
 			return 0, io.EOF
 		}
@@ -82,6 +86,12 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 	}
 	b.c.fail(err)
 	b.abortUpstream(err)
+	if b.c.enc != nil {
+		// a translated API says so in its own error event before the
+		// stream is cut, as its server would
+		b.pending, b.failed = b.c.enc.fail("the engine's stream broke: "+err.Error()), err
+		return 0, nil
+	}
 	return 0, err
 }
 
