@@ -193,3 +193,27 @@ func TestResponsesPreviousResponse(t *testing.T) {
 		t.Fatal("previous_response_id not echoed")
 	}
 }
+
+// TestResponsesBadInputThroughHone: a bad Responses request gets an
+// API-shaped 4xx, reaches no engine, records nothing, and hone keeps serving.
+func TestResponsesBadInputThroughHone(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	for _, body := range []string{`{"model":`, `{"model":"m","input":[{"type":"item_reference","id":"x"}]}`,
+		`{"model":"m","input":[{"type":"function_call_output","call_id":"nope","output":"1"}]}`,
+		`{"model":"m","input":"hi","previous_response_id":"resp_nope"}`} {
+		r := post(t, h.url, "/v1/responses", []byte(body), nil)
+		if r.status/100 != 4 {
+			t.Fatalf("%s: status %d", body, r.status)
+		}
+		wantOpenAIError(t, r, r.status)
+	}
+	if stub.served.Load() != 0 || len(h.rec.Calls()) != 0 {
+		t.Fatalf("bad requests reached the engine (%d) or the recorder (%d)", stub.served.Load(), len(h.rec.Calls()))
+	}
+	r := post(t, h.url, "/v1/responses", []byte(`{"model":"m","input":"hi"}`), nil)
+	if r.status != 200 || gjson.GetBytes(r.body, "object").String() != "response" {
+		t.Fatalf("after bad input: %d %s", r.status, r.body)
+	}
+}
