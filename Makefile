@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels lint fuzz demo tiny-model clean peers
+.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -52,6 +52,15 @@ test-go:
 # Long crash test: hone serve killed with SIGKILL many times under load.
 test-crash:
 	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -v -timeout 30m ./capture/crashtest/
+
+# Soak: hone serve (default configuration) in front of a stub engine under
+# mixed traffic at 500 calls/s (streams, rewards through headers and
+# endpoints, a trainer acknowledging), RSS, goroutines and errors every 30 s;
+# fails on any error or RSS over 512 MiB. SOAK=2m for a shorter run (make
+# test runs 20 s of it: bench/soak TestSoakShort).
+SOAK ?= 30m
+soak: build
+	$(GO) run ./bench/soak -hone $(BIN) -duration $(SOAK)
 
 bench:
 	$(GO) test -run XXX -bench . -benchtime 2s ./proxy/ ./capture/ ./kernels/... ./model/ ./engine/ ./trainer/...

@@ -18,12 +18,16 @@ func (s *Store) runJanitor() {
 	defer close(s.janDone)
 	tick := time.NewTicker(s.opts.Retention.Interval)
 	defer tick.Stop()
-	lastGC := time.Now()
+	lastGC, lastRelease, release := time.Now(), time.Now(), true
 	for {
 		select {
 		case <-s.stopJan:
 			return
 		case now := <-tick.C:
+			if release && now.Sub(lastRelease) >= releaseInterval {
+				lastRelease = now
+				_, release = releaseMapped(s.dir)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if err := s.Sweep(ctx, now); err != nil && !errors.Is(err, ErrClosed) {
 				s.log.Error("capture janitor", "err", err)
@@ -36,6 +40,10 @@ func (s *Store) runJanitor() {
 		}
 	}
 }
+
+// releaseInterval is how often the janitor hands the kernel back the pages
+// of the mapped value and memtable logs (releaseMapped).
+const releaseInterval = 10 * time.Second
 
 // vlogGCInterval is how often the janitor rewrites one value-log file
 // whose space is mostly expired or deleted.

@@ -38,6 +38,7 @@ var ErrQueueFull = errors.New("capture queue full")
 // feedback and commit target and the trainer's experience source.
 type Store struct {
 	db   *badger.DB
+	dir  string
 	opts Options
 	m    *metrics
 	log  *slog.Logger
@@ -82,10 +83,12 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 	// proxy's cores for the length of a flush (~70 ms for a 64 MB memtable
 	// on two cores); the values that dominate the store live in the value
 	// log, which is never compressed, so the LSM grows by only ~1% per call.
-	bo := badger.DefaultOptions(dir).
+	//
+	// Memory (memtables, block and index caches) is sized from the process's
+	// memory budget (memory.go).
+	bo := sizesFor(MemoryBudget()).apply(badger.DefaultOptions(dir)).
 		WithCompression(options.None).
 		WithLogger(badgerLogger{slog.Default().With("component", "badger")}).
-		WithBlockCacheSize(64 << 20).
 		WithNumVersionsToKeep(1).
 		WithValueThreshold(1 << 10).
 		WithDetectConflicts(false) // one writer goroutine
@@ -93,7 +96,7 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open capture store %s (is another hone using it?): %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, log: slog.Default().With("component", "capture"),
+	s := &Store{db: db, dir: dir, opts: opts, log: slog.Default().With("component", "capture"),
 		q: make(chan item, opts.Queue.Size), encoded: make(chan []item, encodedQueue), done: make(chan struct{}),
 		stopJan: make(chan struct{}), janDone: make(chan struct{})}
 	s.m, err = newMetrics(reg, func() float64 { return float64(len(s.q)) })

@@ -7,8 +7,11 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -19,51 +22,71 @@ import (
 // allocation, and on a small machine each one is a burst of CPU that the
 // calls in flight queue behind (bench/RESULTS.md: the slowest 1% of calls
 // through hone with capture on at 5k req/s fall in those bursts). A larger
-// percent makes them rarer; the memory limit keeps a growing heap in bounds
-// (the collector runs earlier as the heap nears it).
+// percent makes them rarer; the memory limit keeps the heap in bounds (the
+// collector runs earlier as the heap nears it), and the capture store sizes
+// its memtables and caches from it (capture.MemoryBudget).
 type RuntimeOptions struct {
 	// GCPercent is GOGC: the heap grows by this percent of the live heap
 	// between collections. -1 turns the collector off (not advised). A GOGC
 	// environment variable wins.
 	GCPercent int `yaml:"gc_percent"`
-	// MemoryLimit is the soft memory limit (GOMEMLIMIT): "auto" (75% of the
-	// cgroup's memory.max, else of the machine's memory), "off", or a size
-	// such as 4GiB. A GOMEMLIMIT environment variable wins.
+	// MemoryLimit is the soft memory limit (GOMEMLIMIT): "auto", "off", or a
+	// size such as 4GiB. auto: 75% of the cgroup's memory.max when the
+	// container has a limit; without one, 75% of 512 MiB (a sidecar's
+	// budget), raised while hone runs when the live heap needs it (an
+	// embedded engine's weights): to twice the live heap, at most 75% of the
+	// machine. A GOMEMLIMIT environment variable wins.
 	MemoryLimit string `yaml:"memory_limit"`
 }
 
 // DefaultRuntime returns the runtime defaults.
 func DefaultRuntime() RuntimeOptions { return RuntimeOptions{GCPercent: 400, MemoryLimit: "auto"} }
 
+// sidecarBudget is the memory "auto" assumes without a cgroup limit.
+const sidecarBudget = 512 << 20
+
 // validate checks the options without applying them.
 func (o RuntimeOptions) validate() error {
 	if o.GCPercent < -1 {
 		return fmt.Errorf("runtime.gc_percent: %d: want -1 (off) or a percent >= 0", o.GCPercent)
 	}
-	if _, err := o.memoryLimit(func() int64 { return 0 }); err != nil {
+	if _, _, err := o.memoryLimit(memoryInfo{}); err != nil {
 		return err
 	}
 	return nil
 }
 
-// memoryLimit returns the limit in bytes (0: none); total gives the memory
-// "auto" takes 75% of.
-func (o RuntimeOptions) memoryLimit(total func() int64) (int64, error) {
+// memoryInfo is what "auto" sizes from: the cgroup's limit (0: none) and
+// the machine's memory.
+type memoryInfo struct{ cgroup, machine int64 }
+
+// memoryLimit returns the limit in bytes (0: none) and whether it may grow
+// with the live heap (auto without a cgroup limit).
+func (o RuntimeOptions) memoryLimit(m memoryInfo) (limit int64, grow bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(o.MemoryLimit)) {
 	case "", "off", "0":
-		return 0, nil
+		return 0, false, nil
 	case "auto":
-		return total() / 4 * 3, nil
+		if m.cgroup > 0 && (m.machine == 0 || m.cgroup < m.machine) {
+			return m.cgroup / 4 * 3, false, nil
+		}
+		budget := int64(sidecarBudget)
+		if m.machine > 0 {
+			budget = min(budget, m.machine)
+		}
+		return budget / 4 * 3, true, nil
 	}
 	n, err := humanize.ParseBytes(o.MemoryLimit)
 	if err != nil || n > math.MaxInt64 {
-		return 0, fmt.Errorf("runtime.memory_limit: %q: want auto, off or a size like 4GiB", o.MemoryLimit)
+		return 0, false, fmt.Errorf("runtime.memory_limit: %q: want auto, off or a size like 4GiB", o.MemoryLimit)
 	}
-	return int64(n), nil
+	return int64(n), false, nil
 }
 
 // Apply sets the collector's percent and memory limit unless GOGC or
-// GOMEMLIMIT are set in env, and returns what it set (for the log).
+// GOMEMLIMIT are set in env, and returns what it set (for the log). With
+// memory_limit auto and no cgroup limit it also starts the goroutine that
+// raises the limit when the live heap needs it.
 func (o RuntimeOptions) Apply(env func(string) string) (gcPercent int, limit int64, err error) {
 	gcPercent, limit = -2, -1 // -2 / -1: left to the environment
 	if env("GOGC") == "" {
@@ -71,28 +94,65 @@ func (o RuntimeOptions) Apply(env func(string) string) (gcPercent int, limit int
 		debug.SetGCPercent(gcPercent)
 	}
 	if env("GOMEMLIMIT") == "" {
-		if limit, err = o.memoryLimit(availableMemory); err != nil {
+		m := memoryInfo{cgroup: cgroupLimit(cgroupFiles), machine: memTotal("/proc/meminfo")}
+		var grow bool
+		if limit, grow, err = o.memoryLimit(m); err != nil {
 			return gcPercent, limit, err
 		}
 		if limit > 0 {
 			debug.SetMemoryLimit(limit)
 		}
+		if grow && m.machine > 0 {
+			governorOnce.Do(func() { go governLimit(m.machine/4*3, 5*time.Second) })
+		}
 	}
 	return gcPercent, limit, nil
 }
 
-// availableMemory is the cgroup's memory limit, else the machine's memory;
-// 0 when neither can be read.
-func availableMemory() int64 {
-	total := memTotal("/proc/meminfo")
-	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		if b, err := os.ReadFile(p); err == nil {
-			if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
-				return n
-			}
+var governorOnce sync.Once
+
+// governLimit raises the memory limit to twice the live heap whenever the
+// live heap passes half of it, up to ceiling: a process whose live heap
+// nears a soft limit spends up to half its CPU collecting.
+func governLimit(ceiling int64, every time.Duration) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	for range time.Tick(every) {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return
 		}
+		raiseLimit(int64(sample[0].Value.Uint64()), ceiling)
 	}
-	return total
+}
+
+// raiseLimit applies the governor's rule once and returns the limit.
+func raiseLimit(live, ceiling int64) int64 {
+	cur := debug.SetMemoryLimit(-1)
+	if live > cur/2 && cur < ceiling {
+		cur = min(2*live, ceiling)
+		debug.SetMemoryLimit(cur)
+	}
+	return cur
+}
+
+// cgroupFiles hold the container's memory limit (cgroup v2, then v1).
+var cgroupFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// cgroupLimit is the cgroup's memory limit, 0 when there is none ("max",
+// or v1's huge number for unlimited) or none can be read.
+func cgroupLimit(files []string) int64 {
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		if err != nil || n <= 0 || n >= 1<<60 {
+			return 0 // "max", or v1's page-rounded MaxInt64
+		}
+		return n
+	}
+	return 0
 }
 
 // memTotal reads MemTotal from a /proc/meminfo file, in bytes.

@@ -1,0 +1,71 @@
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// madvPageout is Linux's MADV_PAGEOUT (5.4+): reclaim the range's pages,
+// writing dirty file pages back first. On a file mapping the data stays on
+// disk and is read again on the next access; on anonymous memory without
+// swap it does nothing. So a range that changed under us (Badger unmaps a
+// file and the address is reused) can never lose data.
+const madvPageout = 21
+
+// releaseMapped hands the kernel back the pages of Badger's value-log and
+// memtable-log files mapped under dir. Badger writes and reads those files
+// through shared mappings, and every page it ever touched stays in the
+// process's RSS (as file-backed memory) until the kernel needs the memory:
+// at 500 calls/s the value log alone added ~1 MB/s to RSS. Returns how many
+// bytes of mappings were advised; false when the kernel does not support it.
+func releaseMapped(dir string) (int64, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, true
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, true
+	}
+	prefix := []byte(abs + string(filepath.Separator))
+	var total int64
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	for sc.Scan() {
+		start, end, path, ok := parseMapsLine(sc.Bytes())
+		if !ok || !bytes.HasPrefix(path, prefix) || !(bytes.HasSuffix(path, []byte(".vlog")) || bytes.HasSuffix(path, []byte(".mem"))) {
+			continue
+		}
+		_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), madvPageout)
+		if errno == syscall.EINVAL {
+			return total, false // before Linux 5.4
+		}
+		if errno == 0 {
+			total += int64(end - start)
+		}
+	}
+	return total, true
+}
+
+// parseMapsLine splits a /proc/self/maps line: "start-end perms offset dev
+// inode path".
+func parseMapsLine(l []byte) (start, end uint64, path []byte, ok bool) {
+	f := bytes.Fields(l)
+	if len(f) < 6 {
+		return 0, 0, nil, false
+	}
+	lo, hi, found := bytes.Cut(f[0], []byte("-"))
+	if !found {
+		return 0, 0, nil, false
+	}
+	var err1, err2 error
+	start, err1 = strconv.ParseUint(string(lo), 16, 64)
+	end, err2 = strconv.ParseUint(string(hi), 16, 64)
+	if err1 != nil || err2 != nil || end <= start {
+		return 0, 0, nil, false
+	}
+	return start, end, bytes.Join(f[5:], []byte(" ")), true
+}
