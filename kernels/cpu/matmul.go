@@ -103,15 +103,18 @@ func (g gemm) betaTerm(c float32) float32 {
 	return g.beta * c
 }
 
-// Blocking: kc values of k per pass keep 4 rows of each operand in L1; mc
-// rows of A per block stay in L2 while B panels stream past.
+// Blocking of the generic kernel: kc values of k per pass keep 4 rows of
+// each operand in L1; mc rows of A per block stay in L2 while B panels stream
+// past.
 const (
 	kc = 256
 	mc = 64
 )
 
-// gemmFast brings both operands to k-contiguous rows (A as [M,K], B as
-// [N,K], transposing into scratch when needed) and runs the blocked kernel.
+// gemmFast runs the backend variant's matmul: the packed assembly kernels
+// (gemm_simd.go), or in generic Go: both operands brought to k-contiguous
+// rows (A as [M,K], B as [N,K], transposing into scratch when needed) and the
+// blocked 4x2 kernel.
 func (be *Backend) gemmFast(g gemm) {
 	if g.m == 0 || g.n == 0 {
 		return
