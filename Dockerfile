@@ -16,9 +16,8 @@ COPY . .
 ARG VERSION=dev
 # cgo on: go-nvml loads the driver's libnvidia-ml at run time (the NVIDIA
 # container toolkit mounts it on GPU nodes), so the runtime image has glibc.
-# GOAMD64=v3 as in the Makefile (AVX2 + FMA); pass --build-arg GOAMD64=v1 for older CPUs.
-ARG GOAMD64=v3
-RUN CGO_ENABLED=1 GOAMD64=${GOAMD64} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hone ./cmd/hone
+# No GOAMD64 level: kernels/cpu picks its AVX2+FMA assembly or plain Go at run time, so one image runs on any x86-64.
+RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hone ./cmd/hone
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends wget && rm -rf /var/lib/apt/lists/* \
