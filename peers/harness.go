@@ -137,6 +137,20 @@ func WriteQwen3Folder(dir, tokDir, preset string, seed int64) error {
 	if err := m.Save(dir); err != nil {
 		return err
 	}
+	// Qwen3-0.6B's config.json names the transformers that wrote it; without
+	// the field transformers 5 takes a local folder for a possibly broken
+	// Mistral tokenizer and warns "incorrect regex pattern" (nothing changes).
+	cfgPath := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(raw, []byte(`"transformers_version"`)) {
+		raw = bytes.Replace(raw, []byte("{"), []byte("{\n  \"transformers_version\": \"4.51.0\","), 1)
+		if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+			return err
+		}
+	}
 	gen, _ := json.MarshalIndent(map[string]any{
 		"bos_token_id": bos,
 		"eos_token_id": []int32{eos, bos},
