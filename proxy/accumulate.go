@@ -27,6 +27,7 @@ type accumulator struct {
 
 	injected  []injected // positions in the last body added
 	usageOnly bool       // the last chunk had empty choices and a usage object
+	finished  bool       // the last chunk added ended a choice (finish_reason set)
 	bad       bool       // a body or chunk was not a JSON object
 	sawChoice bool       // a body or chunk had a choices array
 }
@@ -71,7 +72,7 @@ func (a *accumulator) addBody(body []byte) {
 }
 
 func (a *accumulator) add(body string, delta bool) {
-	a.injected = a.injected[:0]
+	a.injected, a.finished = a.injected[:0], false
 	nChoices, hasUsage := 0, false
 	if !gjson.Valid(body) || !gjson.Parse(body).IsObject() {
 		a.bad, a.usageOnly = true, false
@@ -145,7 +146,7 @@ func (a *accumulator) addChoice(c gjson.Result, delta bool) {
 	})
 	ch := a.choice(index)
 	if finish.Type == gjson.String {
-		ch.FinishReason = finish.Str
+		ch.FinishReason, a.finished = finish.Str, true
 	}
 	if prompt.IsArray() {
 		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt)

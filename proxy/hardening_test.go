@@ -234,3 +234,30 @@ func TestTranslatedStreamBreaks(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalChunkKeepsUsageFields: vLLM moves system_fingerprint from the
+// final chunk onto the usage chunk when usage is asked for; an agent that
+// did not ask (hone did) gets the final chunk as vLLM would have sent it.
+func TestFinalChunkKeepsUsageFields(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":null,"finish_reason":null,"token_ids":[5]}]}` + "\n\n" +
+			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":[]}]}` + "\n\n" +
+			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"system_fingerprint":"vllm-0.32.0-abc"}` + "\n\n" +
+			"data: [DONE]\n\n")
+	}
+	h := startHone(t, nil, stub)
+	r := post(t, h.url, "/v1/chat/completions", chatReq(true), nil)
+	evs := splitEvents(r.body)
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want the two chunks and [DONE]: %s", len(evs), r.body)
+	}
+	final, _ := eventData(evs[1])
+	if gjson.GetBytes(final, "system_fingerprint").String() != "vllm-0.32.0-abc" || gjson.GetBytes(final, "usage").Exists() {
+		t.Fatalf("final chunk %s", final)
+	}
+	if c := waitCalls(t, h.rec, 1)[0]; c.Usage.CompletionTokens != 1 || c.Status != capture.StatusOK {
+		t.Fatalf("recorded usage %+v status %s", c.Usage, c.Status)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -24,8 +26,9 @@ type streamBody struct {
 	ended   bool // upstream finished (cleanly or not)
 	sawDone bool // the engine sent data: [DONE]
 	closed  bool
-	settled bool  // the call was handed over before the stream closed
-	failed  error // the engine's stream broke; returned once the encoder's error event is out
+	held    []byte // a final chunk waiting for the usage chunk (see release)
+	settled bool   // the call was handed over before the stream closed
+	failed  error  // the engine's stream broke; returned once the encoder's error event is out
 }
 
 func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
@@ -86,6 +89,10 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 	}
 	b.c.fail(err)
 	b.abortUpstream(err)
+	if held := b.release(nil, nil); len(held) > 0 {
+		b.pending, b.failed = held, err // what the engine sent still reaches the agent
+		return 0, nil
+	}
 	if b.c.enc != nil {
 		// a translated API says so in its own error event before the
 		// stream is cut, as its server would
@@ -105,23 +112,52 @@ func (b *streamBody) process(ev []byte) []byte {
 		if c.enc != nil {
 			return c.enc.end()
 		}
+		return b.release(nil, ev)
 	}
 	if c.enc != nil {
 		return b.translated(data, ok)
 	}
 	if !c.verdict.Capture || !ok || b.sawDone {
-		return ev
+		return b.release(nil, ev)
 	}
 	c.acc.addChunk(data)
 	if !c.asked.usage && c.acc.usageOnly {
-		return nil
+		return b.release(data, nil) // the usage chunk hone asked for is dropped
 	}
-	if !stripping(c.acc.injected, c.asked) {
-		return ev
+	out := ev
+	if stripping(c.acc.injected, c.asked) {
+		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
+		out = append(b.out, "\n\n"...)
 	}
-	b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
-	b.out = append(b.out, "\n\n"...)
-	return b.out
+	if !c.asked.usage && c.acc.finished {
+		prev := b.release(nil, nil)
+		b.held = append(b.held[:0], out...)
+		return prev
+	}
+	return b.release(nil, out)
+}
+
+// release returns the held final chunk (if any) followed by next. A chunk
+// that ends a choice is held for one event when hone asked for the usage
+// chunk the agent did not: vLLM then moves fields from the final chunk onto
+// the usage chunk (system_fingerprint), and they are put back (from usage,
+// the dropped chunk) before the agent sees the final chunk, as vLLM would
+// have sent it. Only the final chunks wait; token events are not delayed.
+func (b *streamBody) release(usage, next []byte) []byte {
+	if len(b.held) == 0 {
+		return next
+	}
+	held := b.held
+	if fp := gjson.GetBytes(usage, "system_fingerprint"); fp.Exists() && fp.Type != gjson.Null {
+		if data, ok := eventData(held); ok && !gjson.GetBytes(data, "system_fingerprint").Exists() {
+			if patched, err := sjson.SetRawBytes(bytes.Clone(data), "system_fingerprint", []byte(fp.Raw)); err == nil {
+				held = append(append([]byte("data: "), patched...), "\n\n"...)
+			}
+		}
+	}
+	out := append(bytes.Clone(held), next...)
+	b.held = b.held[:0]
+	return out
 }
 
 // translated tees one event of a translated API's stream and returns its
