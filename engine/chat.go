@@ -77,6 +77,9 @@ func (e *Engine) startChat(r *http.Request, req chatRequest, body []byte) (*chat
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	if g.Guide, apiErr = e.chatGuide(&req, g.Guide, e.thinkOpenFor(req, promptText)); apiErr != nil {
+		return nil, apiErr
+	}
 	maxTokens, apiErr := e.maxTokensFor(len(prompt), g, "messages")
 	if apiErr != nil {
 		return nil, apiErr
@@ -104,8 +107,13 @@ func (e *Engine) chatLogprobParams(req *chatRequest, g *genParams) *apiError {
 	return nil
 }
 
-// wantsTools reports whether tool calls are parsed for this request.
+// wantsTools reports whether tool calls are parsed for this request: with
+// the hermes parser unless tool_choice is "none", and always when
+// tool_choice forces a call (the output is then hermes by construction).
 func (e *Engine) wantsTools(req *chatRequest) bool {
+	if forcesToolCall(req) {
+		return true
+	}
 	if e.opts.ToolCallParser != "hermes" || len(req.Tools) == 0 || string(req.Tools) == "null" {
 		return false
 	}

@@ -20,6 +20,7 @@ type Engine struct {
 	sched       *scheduler
 	adapters    *adapters
 	metrics     *metrics
+	guides      guideCache // constrained decoding (constrain.go)
 
 	sleep    sleepState
 	inflight atomic.Int64

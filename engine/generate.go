@@ -20,6 +20,7 @@ type genParams struct {
 	MinTokens   int
 	KeepSpecial bool
 	IncludeStop bool
+	Guide       *guide // output constraint (constrain.go); nil: none
 }
 
 // validate checks the shared sampling fields the way vLLM's SamplingParams
@@ -48,6 +49,10 @@ func (e *Engine) validate(c *commonRequest, maxTokens *int) (genParams, *apiErro
 		return g, apiErr
 	}
 	if apiErr := checkGen(c, g); apiErr != nil {
+		return g, apiErr
+	}
+	var apiErr *apiError
+	if g.Guide, apiErr = e.formatGuide(c.ResponseFormat, false); apiErr != nil {
 		return g, apiErr
 	}
 	if g.Sampling.TopK < 0 {
@@ -195,7 +200,11 @@ func (e *Engine) newSeqs(ctx context.Context, prompt []int32, g genParams, maxTo
 			adapter.refs++
 			adapter.mu.Unlock()
 		}
-		spec := &seqSpec{Prompt: prompt, Adapter: adapter, Params: g.Sampling, MaxTokens: maxTokens,
+		params := g.Sampling
+		if g.Guide != nil {
+			params.Guide = g.Guide.newState(stopIDs, e.eos)
+		}
+		spec := &seqSpec{Prompt: prompt, Adapter: adapter, Params: params, MaxTokens: maxTokens,
 			Stop: g.Stop, StopIDs: stopIDs, EOSIDs: eos, Seed: base + uint64(i), Rules: g.Rules,
 			MinTokens: g.MinTokens, KeepSpecial: g.KeepSpecial, IncludeStop: g.IncludeStop}
 		out[i] = newSeq(ctx, spec, notify)

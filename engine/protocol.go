@@ -53,6 +53,7 @@ type commonRequest struct {
 	SkipSpecialTokens      *bool              `json:"skip_special_tokens"`
 	IncludeStopStrInOutput bool               `json:"include_stop_str_in_output"`
 	UseBeamSearch          bool               `json:"use_beam_search"`
+	ResponseFormat         json.RawMessage    `json:"response_format"` // constrain.go
 }
 
 type chatRequest struct {
@@ -67,6 +68,7 @@ type chatRequest struct {
 	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
 	ContinueFinalMessage bool            `json:"continue_final_message"`
 	IncludeReasoning     *bool           `json:"include_reasoning"`
+	ParallelToolCalls    *bool           `json:"parallel_tool_calls"`
 }
 
 type completionRequest struct {

@@ -14,6 +14,9 @@ type samplingParams struct {
 	MinP        float64 // 0 = off
 	TopLogprobs int     // alternatives to report per token
 	Logprobs    bool    // report the sampled token's logprob
+
+	// Guide is this sequence's output constraint (constrain.go); nil: none.
+	Guide *guideState
 }
 
 // samplingEps is vLLM's _SAMPLING_EPS: temperatures below it are greedy.
@@ -29,6 +32,9 @@ type tokenProb struct {
 // reports its log-probability and the top alternatives from the raw logits
 // (vLLM's raw_logprobs: before penalties, temperature, min-p, top-k, top-p).
 func sample(logits, processed []float32, p samplingParams, rng *rand.Rand) (tok int32, lp float32, top []tokenProb) {
+	if p.Guide != nil { // constrained decoding draws among the allowed tokens
+		return p.Guide.sample(logits, processed, p, rng)
+	}
 	if p.Temperature < samplingEps {
 		tok = argmax(processed)
 	} else {
