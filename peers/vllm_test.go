@@ -321,10 +321,9 @@ var fingerprint = regexp.MustCompile(`,"system_fingerprint":"[^"]*"`)
 //
 // usageInjected: hone added stream_options.include_usage for a stream whose
 // client did not ask for usage. vLLM then stamps system_fingerprint on the
-// usage chunk instead of the terminal chunks, and hone drops the usage
-// chunk: the client never sees the fingerprint vLLM would have sent it.
-// That known divergence (reported against proxy/) is logged, and fails the
-// test only under HONE_PEERS_STRICT=1.
+// usage chunk instead of the terminal chunk, and hone, which drops that
+// chunk, must put the field back on the terminal chunk (proxy/stream.go,
+// release): a client that lost it fails the test, saying so.
 func sameAsDirect(t *testing.T, url, body string, got []byte, usageInjected bool) {
 	t.Helper()
 	g := normalize(got)
@@ -351,12 +350,8 @@ func sameAsDirect(t *testing.T, url, body string, got []byte, usageInjected bool
 		g, d = gc, dc
 	}
 	if usageInjected && g == fingerprint.ReplaceAllString(d, "") {
-		msg := "KNOWN DIVERGENCE (proxy): hone injected stream_options.include_usage and dropped the usage chunk; vLLM would have stamped system_fingerprint on the terminal chunks, so the client lost it"
-		if os.Getenv("HONE_PEERS_STRICT") == "1" {
-			t.Error(msg)
-		} else {
-			t.Log(msg)
-		}
+		t.Error("hone injected stream_options.include_usage and dropped the usage chunk without putting back " +
+			"the system_fingerprint vLLM moved onto it: the client lost it")
 		return
 	}
 	t.Errorf("client bytes through hone differ from vLLM's direct answer (ids and times aside) %s\nthrough hone:\n%s\ndirect:\n%s", firstDiff(g, d), g, d)
