@@ -817,11 +817,26 @@ func (c *schemaCompiler) integer() Frag {
 	return b.Seq(b.Opt(b.Lit("-")), b.Alt(b.Lit("0"), b.Seq(b.Class(ByteRange{'1', '9'}), digits)))
 }
 
-// number matches a JSON number.
+// number matches a JSON number that parses as a finite float64: an
+// integer (any length: it stays as written), or one with a fraction or an
+// exponent whose integer part has at most maxFloatDigits digits and whose
+// exponent has at most two (so it is below 1e308: the hermes parser and
+// Python's json re-serialise floats, and an overflow becomes Infinity,
+// which is not JSON).
 func (c *schemaCompiler) number() Frag {
 	b := c.b
 	digit := func() Frag { return b.Class(ByteRange{'0', '9'}) }
-	frac := b.Opt(b.Seq(b.Lit("."), b.Plus(digit())))
-	exp := b.Opt(b.Seq(b.Class(ByteRange{'e', 'e'}, ByteRange{'E', 'E'}), b.Opt(b.Class(ByteRange{'+', '+'}, ByteRange{'-', '-'})), b.Plus(digit())))
-	return b.Seq(c.integer(), frac, exp)
+	frac := func() Frag { return b.Seq(b.Lit("."), b.Plus(digit())) }
+	exp := func() Frag {
+		return b.Seq(b.Class(ByteRange{'e', 'e'}, ByteRange{'E', 'E'}), b.Opt(b.Class(ByteRange{'+', '+'}, ByteRange{'-', '-'})),
+			digit(), b.Opt(digit()))
+	}
+	more, _ := b.Repeat(0, maxFloatDigits-1, digit) // bounded: cannot fail
+	intPart := b.Seq(b.Opt(b.Lit("-")), b.Alt(b.Lit("0"), b.Seq(b.Class(ByteRange{'1', '9'}), more)))
+	float := b.Seq(intPart, b.Alt(frac(), exp(), b.Seq(frac(), exp())))
+	return b.Alt(c.integer(), float)
 }
+
+// maxFloatDigits bounds the integer part of a number with a fraction or
+// an exponent: 10^100 * 10^99 stays far below float64's 1.8e308.
+const maxFloatDigits = 100
