@@ -12,7 +12,9 @@
 //	     penalties, logprobs / top_logprobs (raw: before any logits processing),
 //	     return_token_ids, return_tokens_as_token_ids, stream_options (include_usage,
 //	     continuous_usage_stats),
-//	     hermes tool calls, Qwen3 <think> reasoning
+//	     hermes tool calls, Qwen3 <think> reasoning, tool_choice required / a named
+//	     function and response_format json_object / json_schema enforced by
+//	     constrained decoding (constrain.go)
 //	GET  /v1/models   base model and loaded adapters (root, parent, max_model_len)
 //	POST /tokenize, /detokenize
 //	GET  /health, /version, /load ({"server_load": in-flight requests}), /metrics
@@ -44,6 +46,9 @@
 //     by a later prompt that extends it. Off, a request's logprobs do not
 //     depend on earlier requests (sequences batched into the same step can
 //     still move the last bits, as in vLLM).
-//   - Not implemented: prompt_logprobs, echo with logprobs, beam search (400);
-//     response_format / structured output is ignored.
+//   - Constrained output holds from the first token (vLLM lets a reasoning
+//     model finish its <think> block first) unless the prompt left <think>
+//     open; required tool calls are hermes blocks, not vLLM's JSON list.
+//   - Not implemented: prompt_logprobs, echo with logprobs, beam search (400),
+//     vLLM's structured_outputs / guided_* fields, structural_tag.
 package engine

@@ -19,7 +19,7 @@ func FuzzCompileSchema(f *testing.F) {
 		`{"type":["string","null"],"nullable":true}`,
 		`{"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"string"}}`,
 		`{"type":"object","additionalProperties":{"type":"integer"},"maxProperties":2}`,
-		`{"$ref":"#"}`, `{"oneOf":[]}`, `{"type":"object","anyOf":[{"properties":{"n":{"const":"a"}}}]}`,
+		`{"$ref":"#"}`, `{"oneOf":[]}`, `{"type":"string","pattern":"^[a-z]{2,4}(x|y)?$"}`, `{"pattern":"(?i)é+\\d"}`, `{"type":"object","anyOf":[{"properties":{"n":{"const":"a"}}}]}`,
 	} {
 		f.Add([]byte(s), uint64(1))
 	}

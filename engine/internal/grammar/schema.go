@@ -513,6 +513,9 @@ func (c *schemaCompiler) typed(s schema, t string, depth, refs int) (Frag, error
 	b := c.b
 	switch t {
 	case "string":
+		if f, ok, err := c.pattern(s); ok || err != nil {
+			return f, err
+		}
 		lo, hi, err := s.bounds("minLength", "maxLength", maxUnrollChars)
 		if err != nil {
 			return Frag{}, err
@@ -534,6 +537,28 @@ func (c *schemaCompiler) typed(s schema, t string, depth, refs int) (Frag, error
 		return b.Never(), nil
 	}
 	return Frag{}, fmt.Errorf("unsupported type %q", t)
+}
+
+// pattern builds a string matching the schema's "pattern" (ok false: no
+// pattern, or one outside the supported syntax or too large, which is then
+// not enforced). A pattern takes the place of minLength and maxLength.
+func (c *schemaCompiler) pattern(s schema) (Frag, bool, error) {
+	raw, ok := s["pattern"]
+	if !ok {
+		return Frag{}, false, nil
+	}
+	var p string
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return Frag{}, false, fmt.Errorf("pattern must be a string")
+	}
+	// Try it on a scratch builder first: a failure half way would leave
+	// the real one holding the nodes made so far.
+	trial := NewBuilder(Options{MaxDepth: c.b.opts.MaxDepth, MaxNodes: max(1, c.b.maxNodes-c.b.Nodes())})
+	if _, err := (&schemaCompiler{b: trial}).patternString(p); err != nil {
+		return Frag{}, false, nil
+	}
+	f, err := c.patternString(p)
+	return f, err == nil, err
 }
 
 // anyValue matches any JSON value at depth (containers enclosing it).

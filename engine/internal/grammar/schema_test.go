@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -268,6 +269,69 @@ func TestSchemaForbid(t *testing.T) {
 			if got := a.Match([]byte(s)); got != want {
 				t.Errorf("%s: %s match %v, want %v", schema, s, got, want)
 			}
+		}
+	}
+}
+
+func TestSchemaPattern(t *testing.T) {
+	cases := []struct {
+		pattern        string
+		accept, reject []string
+	}{
+		{`^[a-z]{2,4}$`, []string{`"ab"`, `"abcd"`}, []string{`"a"`, `"abcde"`, `"aB"`, `"ab "`}},
+		{`^\d{4}-\d{2}-\d{2}$`, []string{`"2024-01-31"`}, []string{`"2024-1-31"`, `"x2024-01-31"`}},
+		{`ab`, []string{`"ab"`, `"xxaby"`, `"é\nab\""`}, []string{`"a b"`, `""`}},
+		{`^a"b\\c$`, []string{`"a\"b\\c"`}, []string{`"a\u0022b\\c"`, `"ab\\c"`}},
+		{`^é+$`, []string{`"é"`, `"ééé"`}, []string{`"e"`, `""`}},
+		{`(?i)^abc$`, []string{`"abc"`, `"ABC"`, `"aBc"`}, []string{`"abd"`}},
+		{`^[^"]*$`, []string{`""`, `"x\n"`, `"日本"`}, []string{`"x\""`, "\"x\n\""}},
+		{`^.$`, []string{`"😀"`, `"a"`, `"\t"`}, []string{`"ab"`, `"\n"`, `""`}},
+		{`^(cat|dog)s?$`, []string{`"cat"`, `"dogs"`}, []string{`"cow"`, `"cats!"`}},
+		{`^[\x{10000}-\x{10FFFF}]$`, []string{`"😀"`, "\"\U0010FFFF\""}, []string{`"a"`, `"é"`}},
+		{`^a\b`, []string{`"a"`, `"anything"`, `""`}, nil}, // unsupported: not enforced
+		{`^(a`, []string{`"x"`}, nil}, // not a regex: not enforced
+	}
+	for _, c := range cases {
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": c.pattern})
+		a := compileSchema(t, string(schema), Options{})
+		for _, s := range c.accept {
+			if !a.Match([]byte(s)) {
+				t.Errorf("%s rejects %s", c.pattern, s)
+			}
+		}
+		for _, s := range c.reject {
+			if a.Match([]byte(s)) {
+				t.Errorf("%s accepts %s", c.pattern, s)
+			}
+		}
+	}
+}
+
+// TestSchemaPatternSamples: random outputs of pattern strings decode to
+// values the pattern matches.
+func TestSchemaPatternSamples(t *testing.T) {
+	for _, p := range []string{`^[a-z]{2,4}$`, `^\d{3}-[A-F0-9]+$`, `^(x|"|\\|\n)+$`, `(?i)^héllo`, `^[^a-z]{1,3}$`, `b+`} {
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": p})
+		a := compileSchema(t, string(schema), Options{})
+		re := regexp.MustCompile(p)
+		rng := rand.New(rand.NewPCG(3, 4))
+		n := 0
+		for range 200 {
+			out, ok := randomWalk(a, rng, 300)
+			if !ok {
+				continue
+			}
+			var v string
+			if err := json.Unmarshal(out, &v); err != nil {
+				t.Fatalf("%s: %q: %v", p, out, err)
+			}
+			if !re.MatchString(v) {
+				t.Fatalf("%s: %q does not match", p, v)
+			}
+			n++
+		}
+		if n < 50 {
+			t.Fatalf("%s: only %d complete samples", p, n)
 		}
 	}
 }
