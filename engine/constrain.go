@@ -208,8 +208,9 @@ type guideCache struct {
 	order  []string // insertion order, for eviction
 }
 
-// maxGuides bounds the compiled guides an engine keeps.
-const maxGuides = 64
+// maxGuides bounds the compiled guides an engine keeps (each holds at most
+// 8 MiB of DFA states and 16 MiB of masks).
+const maxGuides = 32
 
 // guideVocab returns the engine's tokens as bytes: special tokens and EOS
 // ids have none (they are never text; EOS is allowed by the guide's end

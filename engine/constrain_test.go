@@ -69,7 +69,8 @@ var guideMessages = []map[string]any{{"role": "user", "content": "What is the we
 
 // choiceOut is one choice of a chat response, streamed or not.
 type choiceOut struct {
-	content any
+	content   any
+	reasoning string
 	calls   [][2]string // name, arguments
 	finish  string
 	ids     []int32
@@ -94,6 +95,7 @@ func chatChoices(t testing.TB, url string, req map[string]any) []choiceOut {
 	out := make([]choiceOut, len(r.Choices))
 	for _, c := range r.Choices {
 		o := choiceOut{content: c.Message.Content, finish: c.FinishReason, ids: c.TokenIDs}
+		_ = json.Unmarshal(c.Message.Reasoning, &o.reasoning)
 		for _, tc := range c.Message.ToolCalls {
 			o.calls = append(o.calls, [2]string{tc.Function.Name, tc.Function.Arguments})
 		}
@@ -126,6 +128,10 @@ func streamChoices(t testing.TB, url string, req map[string]any) []choiceOut {
 		}
 		for _, ch := range c.Choices {
 			o := &out[ch.Index]
+			var r string
+			if json.Unmarshal(ch.Delta.Reasoning, &r) == nil {
+				o.reasoning += r
+			}
 			if ch.Delta.Content != nil && *ch.Delta.Content != "" {
 				content[ch.Index].WriteString(*ch.Delta.Content)
 			}
@@ -491,5 +497,35 @@ func TestGuideMinTokens(t *testing.T) {
 		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": map[string]any{"const": "ok"}}}})
 	if got[0].content != `"ok"` || got[0].finish != "stop" {
 		t.Fatalf("%v", got[0])
+	}
+}
+
+// TestGuideOpenThink: when the prompt leaves <think> open, the reasoning
+// runs free up to </think> and the constraint holds after it.
+func TestGuideOpenThink(t *testing.T) {
+	e, srv := newTestEngine(t, DefaultOptions())
+	req := func() map[string]any {
+		return map[string]any{"messages": []map[string]any{{"role": "user", "content": "ok?"}, {"role": "assistant", "content": "<think>\nhmm, "}},
+			"continue_final_message": true, "add_generation_prompt": false, "temperature": 0, "max_tokens": 60,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": map[string]any{"const": "ok"}}}}
+	}
+	scripted(t, e, "so it is ok</think>\n\n\"ok\"")
+	for _, stream := range []bool{false, true} {
+		var got choiceOut
+		if stream {
+			got = streamChoices(t, srv.URL, req())[0]
+		} else {
+			got = chatChoices(t, srv.URL, req())[0]
+		}
+		if got.reasoning != "so it is ok" || got.content != "\n\n\"ok\"" || got.finish != "stop" {
+			t.Fatalf("stream %v: %v reasoning %q", stream, got, got.reasoning)
+		}
+	}
+	// A model that skips the end tag is held to it: the answer is never
+	// read as reasoning.
+	scripted(t, e, "\"ok\"")
+	got := chatChoices(t, srv.URL, req())[0]
+	if s, _ := got.content.(string); got.finish == "stop" && !strings.HasSuffix(s, `"ok"`) {
+		t.Fatalf("%v reasoning %q", got, got.reasoning)
 	}
 }

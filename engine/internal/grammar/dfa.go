@@ -22,12 +22,14 @@ type Automaton struct {
 	maskBytes int // memory held by cached masks
 }
 
-// maxStates bounds the interned DFA states; past it the table starts over
-// (states already handed out keep working).
-const maxStates = 1 << 14
+// maxStates bounds the interned DFA states (2 KiB each); past it the table
+// starts over (states already handed out keep working).
+const maxStates = 1 << 12
 
-// maxMaskBytes bounds the token masks cached on one automaton's states.
-const maxMaskBytes = 64 << 20
+// maxMaskBytes bounds the token masks cached on one automaton's states
+// (19 KiB each for Qwen3's vocabulary); past it masks are computed each
+// time.
+const maxMaskBytes = 16 << 20
 
 // State is a DFA state: the set of NFA nodes the bytes so far lead to.
 // States are shared; they never change once made (only their lazily filled
