@@ -26,7 +26,7 @@ func (s *Store) runJanitor() {
 		case now := <-tick.C:
 			if release && now.Sub(lastRelease) >= releaseInterval {
 				lastRelease = now
-				_, release = releaseMapped(s.dir)
+				_, release = releaseMapped(s.dir, ".vlog", ".mem", ".sst")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if err := s.Sweep(ctx, now); err != nil && !errors.Is(err, ErrClosed) {
@@ -42,7 +42,9 @@ func (s *Store) runJanitor() {
 }
 
 // releaseInterval is how often the janitor hands the kernel back the pages
-// of the mapped value and memtable logs (releaseMapped).
+// of the mapped value logs, memtable logs and tables (releaseMapped).
+// Compactions alone bring ~2 MB/s of table pages in at 500 calls/s; a
+// lookup whose block was released reads it from the disk again.
 const releaseInterval = 10 * time.Second
 
 // vlogGCInterval is how often the janitor rewrites one value-log file

@@ -16,13 +16,15 @@ import (
 // file and the address is reused) can never lose data.
 const madvPageout = 21
 
-// releaseMapped hands the kernel back the pages of Badger's value-log and
-// memtable-log files mapped under dir. Badger writes and reads those files
-// through shared mappings, and every page it ever touched stays in the
-// process's RSS (as file-backed memory) until the kernel needs the memory:
-// at 500 calls/s the value log alone added ~1 MB/s to RSS. Returns how many
-// bytes of mappings were advised; false when the kernel does not support it.
-func releaseMapped(dir string) (int64, bool) {
+// releaseMapped hands the kernel back the pages of Badger's files under dir
+// that end in one of suffixes (.vlog, .mem, .sst). Badger writes and reads
+// its value log, memtable logs and tables through shared mappings, and every
+// page it ever touched stays in the process's RSS (as file-backed memory)
+// until the kernel needs the memory: at 500 calls/s the value log alone
+// added ~1 MB/s to RSS, and the tables (all of them, as compactions read
+// them) grew with the store. Returns how many bytes of mappings were
+// advised; false when the kernel does not support it.
+func releaseMapped(dir string, suffixes ...string) (int64, bool) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return 0, true
@@ -36,7 +38,7 @@ func releaseMapped(dir string) (int64, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
 		start, end, path, ok := parseMapsLine(sc.Bytes())
-		if !ok || !bytes.HasPrefix(path, prefix) || !(bytes.HasSuffix(path, []byte(".vlog")) || bytes.HasSuffix(path, []byte(".mem"))) {
+		if !ok || !bytes.HasPrefix(path, prefix) || !hasSuffix(path, suffixes) {
 			continue
 		}
 		_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), madvPageout)
@@ -68,4 +70,13 @@ func parseMapsLine(l []byte) (start, end uint64, path []byte, ok bool) {
 		return 0, 0, nil, false
 	}
 	return start, end, bytes.Join(f[5:], []byte(" ")), true
+}
+
+func hasSuffix(path []byte, suffixes []string) bool {
+	for _, s := range suffixes {
+		if bytes.HasSuffix(path, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }

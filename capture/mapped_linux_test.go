@@ -55,7 +55,7 @@ func TestReleaseMapped(t *testing.T) {
 	if before < 1024 {
 		t.Fatalf("value log resident %d KiB before release: the test writes too little", before)
 	}
-	n, ok := releaseMapped(dir)
+	n, ok := releaseMapped(dir, ".vlog")
 	if !ok {
 		t.Skip("MADV_PAGEOUT not supported")
 	}

@@ -3,4 +3,4 @@
 package capture
 
 // releaseMapped is Linux-only (mapped_linux.go).
-func releaseMapped(string) (int64, bool) { return 0, false }
+func releaseMapped(string, ...string) (int64, bool) { return 0, false }

@@ -29,11 +29,13 @@ type storeSizes struct {
 	blockCache int64 // BlockCacheSize
 	indexCache int64 // IndexCacheSize: table indexes and bloom filters
 	vlogFile   int64 // ValueLogFileSize
+	records    int   // session records the writer keeps (at most capture.sessions_cache)
 }
 
 // sizesFor divides a budget: memtables up to ~1/6 of it (budget/24 each, 16
 // to 64 MiB, 3 of them below 1 GiB of budget and 5 above), the block cache
-// 1/16 (8 to 256 MiB), the index cache 1/32 (4 to 128 MiB). Badger's
+// 1/16 (8 to 256 MiB), the index cache 1/32 (4 to 128 MiB), the writer's
+// session records 1/32 (~1 KiB each with their cache entry; at least 4096). Badger's
 // defaults (5 x 64 MiB memtables, a 256 MiB block cache, every table index
 // in memory) want more than a 512 MiB sidecar has; hone's old 64 MiB
 // memtables with GOGC 400 made a 2 GB heap.
@@ -45,6 +47,7 @@ func sizesFor(budget int64) storeSizes {
 		blockCache: clamp(budget/16, 8<<20, 256<<20),
 		indexCache: clamp(budget/32, 4<<20, 128<<20),
 		vlogFile:   256 << 20,
+		records:    int(max(4096, budget/32/1024)),
 	}
 	if budget >= 1<<30 {
 		z.memtables = 5

@@ -21,7 +21,7 @@ type QueueOptions struct {
 	OnFull     string        `yaml:"on_full"`        // drop (default) or block
 	BatchSize  int           `yaml:"batch_size"`     // max calls per write batch (default 512)
 	BatchDelay time.Duration `yaml:"batch_delay"`    // max wait before a partial batch is written (default 10ms)
-	CacheSize  int           `yaml:"sessions_cache"` // live sessions kept in memory (default 100000)
+	CacheSize  int           `yaml:"sessions_cache"` // sessions whose selection is kept in memory (default 100000); the writer keeps at most this many session records, fewer on a small memory limit (memory.go)
 }
 
 // SessionOptions controls session closing and inference.

@@ -27,7 +27,7 @@ type writerState struct {
 }
 
 func loadWriterState(s *Store) (*writerState, error) {
-	cache, err := simplelru.NewLRU[string, *Session](s.opts.Queue.CacheSize, nil)
+	cache, err := simplelru.NewLRU[string, *Session](min(s.opts.Queue.CacheSize, sizesFor(MemoryBudget()).records), nil)
 	if err != nil {
 		return nil, fmt.Errorf("writer cache: %w", err)
 	}
