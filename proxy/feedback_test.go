@@ -82,7 +82,8 @@ func TestDataPlaneFeedbackModes(t *testing.T) {
 			}
 		})
 	}
-	if ownerOf("tenant-a") == ownerOf("tenant-b") || ownerOf("tenant-a") != ownerOf("tenant-a") {
+	a, b, again := ownerOf("tenant-a"), ownerOf("tenant-b"), ownerOf("tenant-a")
+	if a == b || a != again || ownerOf("") != "" {
 		t.Fatal("owners are not one per key")
 	}
 	bad := DefaultOptions()
