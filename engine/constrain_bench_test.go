@@ -155,3 +155,33 @@ func coldState(q *qwenGuide, k int) *grammar.State {
 	}
 	return st
 }
+
+// BenchmarkGuideParts times the guide's own work per token on Qwen3's
+// vocabulary: checking a drawn token, building the masked logits from a
+// cached mask, and a cold mask (a walk of the vocabulary trie).
+func BenchmarkGuideParts(b *testing.B) {
+	q := newQwenGuide(b)
+	logits := make([]float32, q.vocab)
+	b.Run("check", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			k := i % len(q.ids)
+			q.g.a.Next(q.g.vocab, q.states[k], q.ids[k])
+		}
+	})
+	b.Run("masked-cached", func(b *testing.B) {
+		gs := q.g.newState(q.eos, q.eos)
+		for i := 0; b.Loop(); i++ {
+			gs.st = q.states[i%len(q.ids)]
+			gs.masked(logits, logits)
+		}
+	})
+	b.Run("mask-cold", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			k := i % len(q.ids)
+			b.StopTimer()
+			st := coldState(q, k)
+			b.StartTimer()
+			q.g.a.Mask(q.g.vocab, st)
+		}
+	})
+}
