@@ -110,6 +110,8 @@
 //	r 0 <response id>                   <session> 0 <call id>: chatcmpl-... to call          TTL Retention.CallTTL
 //	S 0 <session>                       session record (versioned JSON, type Session)
 //	x 0 <state> 0 <since u64 ns> 0 <session>   empty: sessions by state and time entered
+//	                                           (<state>: o open, c committed, r ready, u consumed, d dropped;
+//	                                           m 0 state-index holds the layout version, 2)
 //	                                    (state: o open, c committed, r ready, u consumed, d dropped)
 //	t 0 <task> 0 <session>              empty: sessions by task (GRPO groups)
 //	q 0 <cursor u64>                    ready experience ('z' + zstd-compressed JSON, type Experience)

@@ -37,13 +37,26 @@ func taskKey(task, sess string) []byte { return key(pTask, task, sess) }
 func seqPrefix(sess string) []byte     { return append(key(pSeq, sess), sep) }
 func metaKey(name string) []byte       { return key(pMeta, name) }
 func readyPrefix() []byte              { return []byte{pReady, sep} }
-func statePrefix(st State) []byte      { return []byte{pState, sep, byte(st[0]), sep} }
+func statePrefix(st State) []byte      { return []byte{pState, sep, stateByte(st), sep} }
 func seqKey(sess string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(seqPrefix(sess), seq)
 }
 
 func readyKey(cursor uint64) []byte {
 	return binary.BigEndian.AppendUint64(readyPrefix(), cursor)
+}
+
+// stateByte names a state in the state index, one distinct byte each.
+// (Stores before index version 2 used the state's first letter, which
+// committed and consumed share; migrateStateIndex moves them.)
+func stateByte(st State) byte {
+	switch st {
+	case StateConsumed:
+		return 'u'
+	case StateCommitted:
+		return 'c'
+	}
+	return st[0] // open, ready, dropped
 }
 
 // stateKey indexes a session by state and the time it entered the state.

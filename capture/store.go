@@ -101,6 +101,9 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 		stopJan: make(chan struct{}), janDone: make(chan struct{})}
 	s.m, err = newMetrics(reg, func() float64 { return float64(len(s.q)) })
 	if err == nil {
+		err = s.migrateStateIndex()
+	}
+	if err == nil {
 		err = s.initCaches()
 	}
 	if err == nil {
