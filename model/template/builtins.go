@@ -3,6 +3,7 @@ package template
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,9 +40,12 @@ func newEnvironment() *exec.Environment {
 	must(filters.Replace("items", filterItems))
 	must(filters.Replace("string", filterString))
 	must(filters.Replace("default", filterDefault))
+	must(filters.Replace("title", filterTitle))
+	must(filters.Replace("dictsort", filterDictsort))
+	must(filters.Replace("reverse", filterReverse))
 	must(filters.Replace("d", filterDefault))
 	// Filters that build lists return Python-indexable lists.
-	for _, name := range []string{"batch", "dictsort", "list", "map", "reject", "rejectattr", "reverse", "select",
+	for _, name := range []string{"batch", "list", "map", "reject", "rejectattr", "select",
 		"selectattr", "slice", "sort", "unique"} {
 		if f, ok := filters.Get(name); ok {
 			must(filters.Replace(name, listResult(f)))
@@ -82,12 +86,21 @@ func newEnvironment() *exec.Environment {
 	}))
 
 	// Undefined is iterable (an empty iteration), None is not.
+	// Jinja's sequence: anything with a length and items (str, list, dict).
+	must(tests.Replace("sequence", func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+		return in.IsDict() || in.IsList() || in.IsString(), nil
+	}))
+	// Only None is none (Undefined is not).
+	must(tests.Replace("none", func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+		return isNone(in), nil
+	}))
 	must(tests.Replace("iterable", func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-		return (in.IsNil() && !isNone(in)) || in.IsDict() || in.IsList() || in.IsString(), nil
+		return in.IsNil() || in.IsDict() || in.IsList() || in.IsString(), nil
 	}))
 
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("range", rangeFunction)
+	globals.Set("none", jsonNull)
 
 	return &exec.Environment{
 		Context:           globals,
@@ -119,7 +132,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		switch k {
 		case "indent":
 			switch {
-			case v.IsNil():
+			case noneOrUndefined(v):
 			case v.IsInteger():
 				o.pretty, o.indent = true, strings.Repeat(" ", max(v.Integer(), 0))
 			case v.IsString():
@@ -139,7 +152,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if o.pretty {
 		o.itemSep = ","
 	}
-	if sep, ok := params.KwArgs["separators"]; ok && !sep.IsNil() {
+	if sep, ok := params.KwArgs["separators"]; ok && !noneOrUndefined(sep) {
 		if !sep.IsList() || sep.Len() != 2 || !sep.Index(0).IsString() || !sep.Index(1).IsString() {
 			return exec.AsValue(errors.New("tojson: separators must be a pair of strings"))
 		}
@@ -185,9 +198,9 @@ func listResult(f exec.FilterFunction) exec.FilterFunction {
 	}
 }
 
-// testDefined: None is defined, only Undefined is not.
+// testDefined: None is defined, only Undefined (nil) is not.
 func testDefined(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-	return !in.IsError() && (!in.IsNil() || isNone(in)), nil
+	return !in.IsError() && !in.IsNil(), nil
 }
 
 // filterDefault is Jinja's default(value, default_value=”, boolean=False):
@@ -203,10 +216,112 @@ func filterDefault(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	if v, ok := params.KwArgs["boolean"]; ok {
 		boolean = v.IsTrue()
 	}
-	if in.IsError() || (in.IsNil() && !isNone(in)) || (boolean && !in.IsTrue()) {
+	if in.IsError() || in.IsNil() || (boolean && !in.IsTrue()) {
 		return def
 	}
 	return in
+}
+
+// filterTitle is Jinja's title: words begin after whitespace, '-', '(',
+// '{', '[' or '<'; each gets its first character upper-cased and the rest
+// lower-cased.
+func filterTitle(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	s := pyStr(in)
+	var sb strings.Builder
+	start := true
+	for _, r := range s {
+		if pyIsSpace(r) || strings.ContainsRune("-({[<", r) {
+			sb.WriteRune(r)
+			start = true
+			continue
+		}
+		if start {
+			sb.WriteString(strings.ToUpper(string(r)))
+			start = false
+		} else {
+			sb.WriteString(strings.ToLower(string(r)))
+		}
+	}
+	return exec.AsValue(sb.String())
+}
+
+// filterDictsort is Jinja's dictsort(case_sensitive=False, by='key',
+// reverse=False): the (key, value) pairs sorted.
+func filterDictsort(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if !in.IsDict() {
+		return exec.AsValue(errors.New("dictsort requires a mapping"))
+	}
+	caseSensitive := arg(params, 0, "case_sensitive")
+	by := arg(params, 1, "by")
+	reverse := arg(params, 2, "reverse")
+	byValue := by != nil && by.String() == "value"
+	if by != nil && !byValue && by.String() != "key" {
+		return exec.AsValue(errors.New("You can only sort by either \"key\" or \"value\""))
+	}
+	items := append([]*exec.Pair(nil), dictItems(in)...)
+	key := func(p *exec.Pair) *exec.Value {
+		if byValue {
+			return p.Value
+		}
+		return p.Key
+	}
+	less := func(a, b *exec.Value) bool {
+		if a.IsNumber() && b.IsNumber() {
+			return a.Float() < b.Float()
+		}
+		x, y := pyStr(a), pyStr(b)
+		if caseSensitive == nil || !caseSensitive.IsTrue() {
+			x, y = strings.ToLower(x), strings.ToLower(y)
+		}
+		return x < y
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if reverse != nil && reverse.IsTrue() {
+			return less(key(items[j]), key(items[i]))
+		}
+		return less(key(items[i]), key(items[j]))
+	})
+	out := make(pyList, len(items))
+	for i, p := range items {
+		out[i] = pyList{p.Key.Interface(), p.Value.Interface()}
+	}
+	return exec.AsValue(out)
+}
+
+// filterReverse is Jinja's reverse: a reversed string, or the items of a
+// sequence in reverse order (a new list; the input is not changed).
+func filterReverse(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	switch {
+	case in.IsError():
+		return in
+	case in.IsString():
+		r := []rune(in.String())
+		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+			r[i], r[j] = r[j], r[i]
+		}
+		return exec.AsValue(string(r))
+	case in.IsList():
+		n := in.Len()
+		out := make(pyList, n)
+		for i := range n {
+			out[n-1-i] = in.Index(i).Interface()
+		}
+		return exec.AsValue(out)
+	case in.IsDict():
+		items := dictItems(in)
+		out := make(pyList, len(items))
+		for i, p := range items {
+			out[len(items)-1-i] = p.Key.Interface()
+		}
+		return exec.AsValue(out)
+	}
+	return exec.AsValue(fmt.Errorf("argument to reversed() must be a sequence"))
 }
 
 // filterTrim is Jinja's trim: str(value).strip(chars).
@@ -219,7 +334,7 @@ func filterTrim(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		chars = params.Args[0]
 	}
 	s := pyStr(in)
-	if chars.IsNil() {
+	if noneOrUndefined(chars) {
 		return exec.AsValue(pyStrip(s))
 	}
 	return exec.AsValue(strings.Trim(s, chars.String()))
@@ -306,7 +421,7 @@ func dictMethodGet(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any,
 	if len(args.Args) == 2 {
 		return args.Args[1].Interface(), nil
 	}
-	return nil, nil
+	return jsonNull, nil
 }
 
 // maxRange is the sandbox's MAX_RANGE.
@@ -352,7 +467,7 @@ func rangeFunction(_ *exec.Evaluator, params *exec.VarArgs) (any, error) {
 // typeName is Python's type name of a value.
 func typeName(v *exec.Value) string {
 	switch {
-	case v.IsNil():
+	case noneOrUndefined(v):
 		return "NoneType"
 	case v.IsBool():
 		return "bool"

@@ -24,6 +24,7 @@ type goldenCase struct {
 	Messages            json.RawMessage            `json:"messages"`
 	Tools               json.RawMessage            `json:"tools"`
 	AddGenerationPrompt bool                       `json:"add_generation_prompt"`
+	ContinueFinal       bool                       `json:"continue_final_message"`
 	Kwargs              map[string]json.RawMessage `json:"kwargs"`
 	Prompt              *string                    `json:"prompt"`
 	Error               string                     `json:"error"`
@@ -31,7 +32,8 @@ type goldenCase struct {
 }
 
 func (c goldenCase) input() Input {
-	in := Input{Messages: c.Messages, Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt}
+	in := Input{Messages: c.Messages, Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt,
+		ContinueFinalMessage: c.ContinueFinal}
 	if len(c.Kwargs) > 0 {
 		in.Kwargs = map[string]any{}
 		for k, v := range c.Kwargs {

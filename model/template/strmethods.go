@@ -76,7 +76,7 @@ func strCase(f func(string) string) exec.Method[string] {
 
 // optString reads an optional str-or-None argument.
 func optString(v *exec.Value) (string, bool, error) {
-	if v == nil || v.IsNil() {
+	if noneOrUndefined(v) {
 		return "", false, nil
 	}
 	if !v.IsString() {
@@ -212,14 +212,14 @@ func strStrip(left, right bool) exec.Method[string] {
 // runeRange slices s by Python start/end code-point indices.
 func runeRange(s string, a *exec.VarArgs, at int) (string, error) {
 	start, end := arg(a, at, "start"), arg(a, at+1, "end")
-	if (start == nil || start.IsNil()) && (end == nil || end.IsNil()) {
+	if noneOrUndefined(start) && noneOrUndefined(end) {
 		return s, nil
 	}
 	r := []rune(s)
 	n := len(r)
 	lo, hi := 0, n
 	clamp := func(v *exec.Value, def int) (int, error) {
-		if v == nil || v.IsNil() {
+		if noneOrUndefined(v) {
 			return def, nil
 		}
 		if !v.IsInteger() {

@@ -11,6 +11,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // Template is one compiled chat template. It is safe for concurrent use.
@@ -81,7 +82,7 @@ func Compile(src string, opts ...Option) (*Template, error) {
 	for _, o := range opts {
 		o(t)
 	}
-	loader, err := loaders.NewMemoryLoader(map[string]string{rootName: src})
+	loader, err := loaders.NewMemoryLoader(map[string]string{rootName: pythonNone(src)})
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +103,38 @@ func newTemplate(loader loaders.Loader) (tpl *exec.Template, err error) {
 		}
 	}()
 	return exec.NewTemplate(rootName, engineConfig(), loader, environment())
+}
+
+// pythonNone rewrites the literal None to none. gonja parses None into a
+// nil that it cannot tell from an undefined value, and looks the name none
+// up like any variable: hone binds none to Python's None (see jsonNull), so
+// after the rewrite both spellings are None and only missing values are
+// Undefined, as in Jinja2. The rewrite uses gonja's own lexer, so only
+// names inside tags change, never text or string literals.
+func pythonNone(src string) (out string) {
+	defer func() {
+		if recover() != nil {
+			out = src // the parser will report what the lexer choked on
+		}
+	}()
+	var b []byte
+	stream := tokens.LexAll(src, engineConfig())
+	for !stream.End() {
+		tok := stream.Next()
+		if tok == nil {
+			break
+		}
+		if tok.Type == tokens.Name && tok.Val == "None" && tok.Pos >= 0 && tok.Pos+4 <= len(src) && src[tok.Pos:tok.Pos+4] == "None" {
+			if b == nil {
+				b = []byte(src)
+			}
+			copy(b[tok.Pos:], "none")
+		}
+	}
+	if b == nil {
+		return src
+	}
+	return string(b)
 }
 
 func engineConfig() *config.Config {

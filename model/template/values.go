@@ -26,20 +26,28 @@ func (l pyList) String() string {
 	return sb.String()
 }
 
-// nullT types jsonNull.
-type nullT struct{}
+// noneT is the type of jsonNull.
+type noneT complex64
 
-// jsonNull is Python's None where the data says so (a JSON null, tools or
-// documents not given). gonja has a single nil for None and Undefined;
-// this typed nil is nil to gonja (IsNil) but lets hone's tests and filters
-// tell None from Undefined: "is defined" is true for it, |string gives
-// "None".
-var jsonNull = (*nullT)(nil)
+// String prints None as Python does.
+func (noneT) String() string { return "None" }
 
-// isNone reports whether v is the explicit None (not Undefined).
-func isNone(v *exec.Value) bool {
-	return v.Val.IsValid() && v.Val.Kind() == reflect.Pointer && v.Val.Type() == reflect.TypeOf(jsonNull)
-}
+// jsonNull is Python's None: a JSON null, tools or documents not given,
+// the template literals none and None. gonja has a single nil for None and
+// Undefined (and prints it as ""); hone keeps nil for Undefined only and
+// gives None a type of its own that gonja's generic paths treat as an
+// opaque false value which prints as "None" (a complex kind: not a number,
+// string, list or dict to gonja), while hone's tests and filters recognise
+// it: "is none", "is defined", default, tojson, string.
+var jsonNull = noneT(0)
+
+var noneType = reflect.TypeOf(jsonNull)
+
+// isNone reports whether v is None (not Undefined).
+func isNone(v *exec.Value) bool { return v.Val.IsValid() && v.Val.Type() == noneType }
+
+// noneOrUndefined reports whether v is None or Undefined.
+func noneOrUndefined(v *exec.Value) bool { return v == nil || v.IsNil() || isNone(v) }
 
 // maxJSONDepth bounds nesting of decoded values (encoding/json allows 10000;
 // the renderer recurses once per level).
@@ -199,7 +207,7 @@ func pyFloat(f float64) string {
 // writeRepr writes Python's repr of v (what str() of a list or dict shows).
 func writeRepr(sb *strings.Builder, v *exec.Value) {
 	switch {
-	case v.IsNil():
+	case noneOrUndefined(v):
 		sb.WriteString("None")
 	case v.IsBool():
 		if v.Bool() {
@@ -289,8 +297,8 @@ func pyStr(v *exec.Value) string {
 	if v.IsString() {
 		return v.String()
 	}
-	if v.IsNil() && !isNone(v) {
-		return ""
+	if v.IsNil() {
+		return "" // Undefined
 	}
 	var sb strings.Builder
 	writeRepr(&sb, v)
@@ -324,7 +332,7 @@ func toJSON(sb *strings.Builder, v *exec.Value, o *jsonOpts, depth int) error {
 		}
 	}
 	switch {
-	case v.IsNil():
+	case noneOrUndefined(v):
 		sb.WriteString("null")
 	case v.IsBool():
 		if v.Bool() {
@@ -389,7 +397,7 @@ func writeJSONKey(sb *strings.Builder, k *exec.Value) error {
 	switch {
 	case k.IsString():
 		writeJSONString(sb, k.String())
-	case k.IsNil():
+	case noneOrUndefined(k):
 		sb.WriteString(`"null"`)
 	case k.IsBool():
 		if k.Bool() {

@@ -69,7 +69,21 @@ FAMILIES = {
     # tool_use when tools are passed.
     "hermes2pro-named": ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "config-list",
                          {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}),
+    # hone's own probe template (scripts/js/templates/probe.jinja): the
+    # filters, tests, methods and statements templates use, on every
+    # message of the corpus.
+    "probe": ("probe.jinja", "hone", {"bos_token": "<s>", "eos_token": "</s>"}),
 }
+PROBE = ROOT / "scripts/js/templates/probe.jinja"
+
+
+def write_probe():
+    d = MODELS / "probe"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "chat_template.jinja").write_text(PROBE.read_text())
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", **FAMILIES["probe"][2]}
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=2) + "\n")
+    (d / "SOURCE").write_text("hone: scripts/js/templates/probe.jinja\n")
 
 
 def refresh_models(sdist):
@@ -80,6 +94,8 @@ def refresh_models(sdist):
             return tar.extractfile(prefix + name).read().decode("utf-8")
 
         for family, (src, form, tokens) in FAMILIES.items():
+            if form == "hone":
+                continue
             d = MODELS / family
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
@@ -197,8 +213,9 @@ def fixed_cases():
     """Hand-written cases every family renders (or fails on, recorded)."""
     c = []
 
-    def add(name, messages, tools=None, agp=True, **kw):
-        c.append({"name": name, "messages": messages, "tools": tools, "add_generation_prompt": agp, "kwargs": kw})
+    def add(name, messages, tools=None, agp=True, cont=False, **kw):
+        c.append({"name": name, "messages": messages, "tools": tools, "add_generation_prompt": agp, "kwargs": kw,
+                  "continue_final_message": cont})
 
     add("plain_user", [m(U, "Hello!")])
     add("system_user", [m(S, "You are a helpful assistant."), m(U, "Hi there")])
@@ -258,6 +275,11 @@ def fixed_cases():
     add("system_only", [m(S, "only a system message")])
     add("assistant_prefill_no_agp", [m(U, "Write a haiku"), m(A, "Autumn moonlight—")], agp=False)
     add("empty_tools_list", [m(U, "hi")], tools=[])
+    add("continue_assistant", [m(U, "Write a haiku"), m(A, "Autumn moonlight—")], agp=False, cont=True)
+    add("continue_trailing_space", [m(U, "Count"), m(A, "one two ")], agp=False, cont=True)
+    add("continue_user", [m(S, "sys"), m(U, "Complete: the quick brown")], agp=False, cont=True)
+    add("continue_parts", [m(U, "hi"), m(A, [{"type": "text", "text": "part "}, {"type": "text", "text": "two"}])],
+        agp=False, cont=True)
     add("long_agent_20_turns", long_agent(20), tools=[WEATHER, SEARCH, CALC])
     return c
 
@@ -306,7 +328,8 @@ def random_cases(n, seed):
         if rnd.random() < 0.3 and msgs[-1]["role"] == A:
             msgs.pop()
             agp = True
-        case = {"name": f"random_{i}", "messages": msgs, "tools": None, "add_generation_prompt": agp, "kwargs": {}}
+        case = {"name": f"random_{i}", "messages": msgs, "tools": None, "add_generation_prompt": agp, "kwargs": {},
+                "continue_final_message": False}
         if rnd.random() < 0.6:
             case["tools"] = rnd.sample(TOOLS, rnd.randint(1, 3))
         if rnd.random() < 0.2:
@@ -344,17 +367,20 @@ def render_family(family, cases):
         try:
             rec["prompt"] = tok.apply_chat_template(copy.deepcopy(case["messages"]), tools=copy.deepcopy(case["tools"]),
                                                     add_generation_prompt=case["add_generation_prompt"],
+                                                    continue_final_message=case["continue_final_message"],
                                                     tokenize=False, **kwargs)
         except jinja2.exceptions.TemplateError as e:
             rec["error"] = str(e)
             rec["error_type"] = type(e).__name__
-        except Exception as e:  # noqa: BLE001 - Python errors inside the template (TypeError, ...)
+        except Exception as e:  # noqa: BLE001 - Python errors inside the template (TypeError, ValueError, ...)
             rec["error"] = str(e)
             rec["error_type"] = type(e).__name__
         if rec["tools"] is None:
             del rec["tools"]
         if not rec["kwargs"]:
             del rec["kwargs"]
+        if not rec["continue_final_message"]:
+            del rec["continue_final_message"]
         out.append(rec)
     return out
 
@@ -366,6 +392,7 @@ def main():
     import transformers
 
     pin_clock()
+    write_probe()
     GOLDEN.mkdir(parents=True, exist_ok=True)
     cases = fixed_cases() + random_cases(80, 13)
     for family in FAMILIES:
