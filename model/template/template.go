@@ -82,6 +82,9 @@ func Compile(src string, opts ...Option) (*Template, error) {
 	for _, o := range opts {
 		o(t)
 	}
+	if err := checkBang(src); err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
 	loader, err := loaders.NewMemoryLoader(map[string]string{rootName: pythonNone(src)})
 	if err != nil {
 		return nil, err
@@ -135,6 +138,58 @@ func pythonNone(src string) (out string) {
 		return src
 	}
 	return string(b)
+}
+
+// checkBang rejects a '!' not followed by '=' inside a tag, as Jinja2's
+// lexer does ("unexpected char '!'"). gonja's lexer reports it but keeps
+// scanning, which on some inputs never ends, so the template must not reach
+// it.
+func checkBang(src string) error {
+	for i := 0; i+1 < len(src); i++ {
+		if src[i] != '{' {
+			continue
+		}
+		var end string
+		switch src[i+1] {
+		case '{':
+			end = "}}"
+		case '%':
+			end = "%}"
+		case '#':
+			j := strings.Index(src[i+2:], "#}")
+			if j < 0 {
+				return nil
+			}
+			i += j + 3
+			continue
+		default:
+			continue
+		}
+		j := i + 2
+		var quote byte
+		for ; j < len(src); j++ {
+			c := src[j]
+			switch {
+			case quote != 0:
+				if c == '\\' {
+					j++
+				} else if c == quote {
+					quote = 0
+				}
+			case c == '\'' || c == '"':
+				quote = c
+			case c == '!' && (j+1 >= len(src) || src[j+1] != '='):
+				return fmt.Errorf("unexpected char '!' at %d", j)
+			case strings.HasPrefix(src[j:], end):
+				j += len(end) - 1
+				goto next
+			}
+		}
+		return nil
+	next:
+		i = j
+	}
+	return nil
 }
 
 func engineConfig() *config.Config {
