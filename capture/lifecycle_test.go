@@ -444,3 +444,43 @@ func TestOpenReadiesCommittedRewardedSessions(t *testing.T) {
 		t.Fatalf("after reopen: %+v", rec)
 	}
 }
+
+// Calls waiting for the writer are bounded in bytes too: past the bound
+// they are dropped (and counted, and their Durable told) as on a full
+// queue, and what they held is given back once written.
+func TestQueueBytesBound(t *testing.T) {
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	one := callBytes(v.makeCall("x", "qb", prompts[0], replies[0], 1))
+	s.maxQueued = 3 * one
+	release := blockWriter(s)
+	defer release()
+	const n = 20
+	var full int
+	for i := 0; i < n; i++ {
+		c := v.makeCall(fmt.Sprintf("qb%d", i), "qb", prompts[0], replies[0], 1)
+		done := make(chan error, 1)
+		c.Durable = done
+		s.Record(c)
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrQueueFull) {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			full++
+		default:
+		}
+	}
+	if full != n-3 {
+		t.Fatalf("%d of %d calls dropped, want %d (the bound holds 3)", full, n, n-3)
+	}
+	release()
+	if stored := storedCalls(t, s); stored != 3 || counterValue(s.m.dropped) != n-3 {
+		t.Fatalf("stored %d dropped %v", stored, counterValue(s.m.dropped))
+	}
+	if q := s.queued.Load(); q != 0 {
+		t.Fatalf("%d bytes still counted as queued", q)
+	}
+}

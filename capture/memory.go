@@ -30,12 +30,16 @@ type storeSizes struct {
 	indexCache int64 // IndexCacheSize: table indexes and bloom filters
 	vlogFile   int64 // ValueLogFileSize
 	records    int   // session records the writer keeps (at most capture.sessions_cache)
+	queueBytes int64 // calls waiting to be written, in bytes (on_full: drop)
 }
 
 // sizesFor divides a budget: memtables up to ~1/6 of it (budget/24 each, 16
 // to 64 MiB, 3 of them below 1 GiB of budget and 5 above), the block cache
 // 1/16 (8 to 256 MiB), the index cache 1/32 (4 to 128 MiB), the writer's
-// session records 1/32 (~1 KiB each with their cache entry; at least 4096). Badger's
+// session records 1/32 (~1 KiB each with their cache entry; at least 4096),
+// calls waiting for the writer 1/8 (at least 32 MiB: at 500 calls/s of 15 KB
+// a few seconds of a writer that falls behind; past it calls are dropped
+// and counted, as on a full queue). Badger's
 // defaults (5 x 64 MiB memtables, a 256 MiB block cache, every table index
 // in memory) want more than a 512 MiB sidecar has; hone's old 64 MiB
 // memtables with GOGC 400 made a 2 GB heap.
@@ -48,6 +52,7 @@ func sizesFor(budget int64) storeSizes {
 		indexCache: clamp(budget/32, 4<<20, 128<<20),
 		vlogFile:   256 << 20,
 		records:    int(max(4096, budget/32/1024)),
+		queueBytes: max(32<<20, budget/8),
 	}
 	if budget >= 1<<30 {
 		z.memtables = 5

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/badger/v4"
@@ -48,10 +49,17 @@ type Store struct {
 	infer   *lru.Cache[uint64, string]      // hash(messages + reply) -> session id
 	pending *lru.Cache[string, pendingHash] // call id -> hash of its request messages
 
-	mu      sync.RWMutex // guards closed against sends on q
-	closed  bool
-	q       chan item   // the bounded hot-path queue
-	encoded chan []item // batches of q after encoding, to the writer
+	mu     sync.RWMutex // guards closed against sends on q
+	closed bool
+	q      chan item // the bounded hot-path queue
+	// queued estimates the bytes the calls in the queue and in the encoder
+	// and writer hold (their bodies, tokens and encoded records); with
+	// on_full=drop a call that would take it past maxQueued is dropped as
+	// on a full queue. Calls are the memory a writer that falls behind
+	// piles up: 65536 of them could hold gigabytes.
+	queued    atomic.Int64
+	maxQueued int64
+	encoded   chan []item // batches of q after encoding, to the writer
 
 	w       *writerState // owned by the writer goroutine
 	done    chan struct{}
@@ -66,6 +74,7 @@ type item struct {
 	enc  []byte // the call's record, encoded by the encoder goroutine
 	op   *op
 	err  error // why the writer did not store call
+	size int64 // callBytes, counted in Store.queued
 }
 
 type op struct {
@@ -96,7 +105,7 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open capture store %s (is another hone using it?): %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, opts: opts, log: slog.Default().With("component", "capture"),
+	s := &Store{db: db, dir: dir, opts: opts, maxQueued: sizesFor(MemoryBudget()).queueBytes, log: slog.Default().With("component", "capture"),
 		q: make(chan item, opts.Queue.Size), encoded: make(chan []item, encodedQueue), done: make(chan struct{}),
 		stopJan: make(chan struct{}), janDone: make(chan struct{})}
 	s.m, err = newMetrics(reg, func() float64 { return float64(len(s.q)) })
@@ -265,16 +274,40 @@ func (s *Store) Record(c *Call) {
 		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrClosed))
 		return
 	}
+	size := callBytes(c)
 	if s.opts.Queue.OnFull == "block" {
-		s.q <- item{call: c}
+		s.queued.Add(size)
+		s.q <- item{call: c, size: size}
+		return
+	}
+	if n := s.queued.Add(size); n > s.maxQueued && n > size { // one call always fits in an empty pipeline
+		s.queued.Add(-size)
+		s.m.dropped.Inc()
+		sendDurable(c, fmt.Errorf("capture call %s: %w (%d MiB queued)", c.ID, ErrQueueFull, (n-size)>>20))
 		return
 	}
 	select {
-	case s.q <- item{call: c}:
+	case s.q <- item{call: c, size: size}:
 	default:
+		s.queued.Add(-size)
 		s.m.dropped.Inc()
 		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrQueueFull))
 	}
+}
+
+// callBytes estimates the memory a queued call holds until it is written:
+// its bodies, token ids, logprobs and text, and about as much again for its
+// encoded record.
+func callBytes(c *Call) int64 {
+	n := len(c.Request) + len(c.Response) + 4*len(c.PromptIDs) + len(c.Error) + 512
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		n += 4*len(ch.TokenIDs) + 4*len(ch.Logprobs) + 4*len(ch.PromptIDs) + len(ch.Content) + len(ch.Reasoning)
+		for _, tc := range ch.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments) + 64
+		}
+	}
+	return 2 * int64(n)
 }
 
 // registerReply remembers hash(messages + reply) of each choice so that the

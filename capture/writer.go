@@ -251,6 +251,11 @@ func (s *Store) flushCalls(batch []item) []item {
 	if len(batch) == 0 {
 		return batch
 	}
+	var size int64
+	for i := range batch {
+		size += batch[i].size
+	}
+	defer s.queued.Add(-size)
 	start := time.Now()
 	if s.w.wb == nil {
 		s.w.wb = s.db.NewWriteBatch()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,9 +34,10 @@ type RuntimeOptions struct {
 	// MemoryLimit is the soft memory limit (GOMEMLIMIT): "auto", "off", or a
 	// size such as 4GiB. auto: 75% of the cgroup's memory.max when the
 	// container has a limit; without one, 75% of 512 MiB (a sidecar's
-	// budget), raised while hone runs when the live heap needs it (an
-	// embedded engine's weights): to twice the live heap, at most 75% of the
-	// machine. A GOMEMLIMIT environment variable wins.
+	// budget), raised while hone runs when a live heap that persists needs
+	// it (an embedded engine's weights): to twice that live heap (the lowest
+	// over 30 s), at most 75% of the machine, and back when it shrinks. A
+	// GOMEMLIMIT environment variable wins.
 	MemoryLimit string `yaml:"memory_limit"`
 }
 
@@ -111,28 +113,42 @@ func (o RuntimeOptions) Apply(env func(string) string) (gcPercent int, limit int
 
 var governorOnce sync.Once
 
-// governLimit raises the memory limit to twice the live heap whenever the
-// live heap passes half of it, up to ceiling: a process whose live heap
-// nears a soft limit spends up to half its CPU collecting.
+// governWindow is how many samples the governor takes the lowest live heap
+// of: a backlog of calls or a burst of requests raises the live heap for a
+// moment, an embedded engine's weights for good.
+const governWindow = 6
+
+// governLimit keeps the memory limit at twice the live heap that persists
+// (the lowest of the last governWindow samples), never below the limit auto
+// started with nor above ceiling: a process whose live heap nears a soft
+// limit spends up to half its CPU collecting.
 func governLimit(ceiling int64, every time.Duration) {
+	base := debug.SetMemoryLimit(-1)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var window []int64
 	for range time.Tick(every) {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() != metrics.KindUint64 {
 			return
 		}
-		raiseLimit(int64(sample[0].Value.Uint64()), ceiling)
+		window = append(window, int64(sample[0].Value.Uint64()))
+		if len(window) > governWindow {
+			window = window[1:]
+		}
+		if len(window) == governWindow {
+			setGoverned(slices.Min(window), base, ceiling)
+		}
 	}
 }
 
-// raiseLimit applies the governor's rule once and returns the limit.
-func raiseLimit(live, ceiling int64) int64 {
-	cur := debug.SetMemoryLimit(-1)
-	if live > cur/2 && cur < ceiling {
-		cur = min(2*live, ceiling)
-		debug.SetMemoryLimit(cur)
+// setGoverned sets the limit for a persistent live heap and returns it:
+// 2 x live, within [base, ceiling].
+func setGoverned(live, base, ceiling int64) int64 {
+	limit := max(base, min(2*live, ceiling))
+	if limit != debug.SetMemoryLimit(-1) {
+		debug.SetMemoryLimit(limit)
 	}
-	return cur
+	return limit
 }
 
 // cgroupFiles hold the container's memory limit (cgroup v2, then v1).

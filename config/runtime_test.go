@@ -59,71 +59,21 @@ func TestCgroupLimit(t *testing.T) {
 	}
 }
 
-// The governor raises the limit to twice a live heap past half of it, up
-// to the ceiling, and never lowers it.
-func TestRaiseLimit(t *testing.T) {
-	old := debug.SetMemoryLimit(384 << 20)
+// The governor keeps the limit at twice a persistent live heap, within the
+// base limit and the ceiling.
+func TestSetGoverned(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
-	if got := raiseLimit(100<<20, 8<<30); got != 384<<20 {
-		t.Errorf("small live heap: limit %d", got)
-	}
-	if got := raiseLimit(1<<30, 8<<30); got != 2<<30 {
-		t.Errorf("live 1 GiB: limit %d, want 2 GiB", got)
-	}
-	if got := raiseLimit(6<<30, 8<<30); got != 8<<30 {
-		t.Errorf("live 6 GiB: limit %d, want the 8 GiB ceiling", got)
-	}
-	if got := raiseLimit(10<<20, 8<<30); got != 8<<30 {
-		t.Errorf("the limit went down: %d", got)
-	}
-}
-
-func TestRuntimeValidate(t *testing.T) {
-	if err := (RuntimeOptions{GCPercent: -2, MemoryLimit: "auto"}).validate(); err == nil {
-		t.Error("gc_percent -2 accepted")
-	}
-	if err := (RuntimeOptions{GCPercent: 400, MemoryLimit: "x"}).validate(); err == nil {
-		t.Error("memory_limit x accepted")
-	}
-	if err := DefaultRuntime().validate(); err != nil {
-		t.Error(err)
-	}
-}
-
-// Apply sets the collector, unless the environment already did.
-func TestRuntimeApply(t *testing.T) {
-	old := debug.SetGCPercent(100)
-	oldLimit := debug.SetMemoryLimit(-1)
-	defer debug.SetGCPercent(old)
-	defer debug.SetMemoryLimit(oldLimit)
-
-	o := RuntimeOptions{GCPercent: 250, MemoryLimit: "3GiB"}
-	gc, limit, err := o.Apply(func(string) string { return "" })
-	if err != nil || gc != 250 || limit != 3<<30 {
-		t.Fatalf("Apply: %d %d %v", gc, limit, err)
-	}
-	if got := debug.SetGCPercent(100); got != 250 {
-		t.Errorf("GC percent %d, want 250", got)
-	}
-	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
-		t.Errorf("memory limit %d, want 3GiB", got)
-	}
-	env := map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"}
-	gc, limit, _ = o.Apply(func(k string) string { return env[k] })
-	if gc != -2 || limit != -1 {
-		t.Errorf("with GOGC and GOMEMLIMIT set, Apply changed the collector: %d %d", gc, limit)
-	}
-}
-
-func TestMemTotal(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "meminfo")
-	if err := os.WriteFile(p, []byte("MemFree: 10 kB\nMemTotal:       24683520 kB\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := memTotal(p); got != 24683520<<10 {
-		t.Errorf("MemTotal %d", got)
-	}
-	if memTotal(filepath.Join(t.TempDir(), "none")) != 0 {
-		t.Error("missing file")
+	const base, ceiling = 384 << 20, 8 << 30
+	for _, tc := range []struct{ live, want int64 }{
+		{100 << 20, base},
+		{1 << 30, 2 << 30},
+		{6 << 30, ceiling},
+		{300 << 20, 600 << 20}, // the live heap shrank: the limit follows it down
+		{10 << 20, base},
+	} {
+		if got := setGoverned(tc.live, base, ceiling); got != tc.want || debug.SetMemoryLimit(-1) != tc.want {
+			t.Errorf("live %d: limit %d, want %d", tc.live, got, tc.want)
+		}
 	}
 }

@@ -44,6 +44,7 @@ type sample struct {
 	Ready, Open        float64
 	Rate               float64
 	Continued, Rebuilt float64
+	Limit, Queue       float64 // Go memory limit in effect, capture queue depth
 }
 
 // result is what a run saw.
@@ -102,7 +103,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Agents + 16}}}
 	fmt.Fprintf(cfg.Out, "soak: hone serve pid %d, %d chat calls/s for %v, %d agents, report every %v (data %s)\n",
 		hone.cmd.Process.Pid, cfg.Rate, cfg.Duration, cfg.Agents, cfg.Interval, data)
-	fmt.Fprintln(cfg.Out, "  time   calls/s   RSS MiB (anon+file)   heap MiB  goroutines  errors  dropped  orphans  sessions open/ready  continued rebuilt")
+	fmt.Fprintln(cfg.Out, "  time   calls/s   RSS MiB (anon+file)   heap MiB  limit MiB  goroutines  errors  queue  dropped  orphans  sessions open/ready  continued rebuilt")
 
 	lctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -130,9 +131,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		lastCalls, last = sm.Calls, now
 		res.Samples = append(res.Samples, sm)
 		res.MaxRSS = max(res.MaxRSS, sm.RSS)
-		fmt.Fprintf(cfg.Out, "%6s  %8.1f   %6.1f (%5.1f+%5.1f)   %8.1f  %10.0f  %6d  %7.0f  %7.0f  %8.0f/%-8.0f  %9.0f %7.0f\n",
-			sm.At, sm.Rate, mib(sm.RSS), mib(sm.Anon), mib(sm.File), sm.Heap/(1<<20), sm.Goroutines, sm.Errors,
-			sm.Dropped, sm.Orphans, sm.Open, sm.Ready, sm.Continued, sm.Rebuilt)
+		fmt.Fprintf(cfg.Out, "%6s  %8.1f   %6.1f (%5.1f+%5.1f)   %8.1f  %9.0f  %10.0f  %6d  %5.0f  %7.0f  %7.0f  %8.0f/%-8.0f  %9.0f %7.0f\n",
+			sm.At, sm.Rate, mib(sm.RSS), mib(sm.Anon), mib(sm.File), sm.Heap/(1<<20), sm.Limit/(1<<20), sm.Goroutines, sm.Errors,
+			sm.Queue, sm.Dropped, sm.Orphans, sm.Open, sm.Ready, sm.Continued, sm.Rebuilt)
 	}
 loop:
 	for {
@@ -419,6 +420,7 @@ func (s *soak) sample(pid int) sample {
 	sm.Dropped, sm.Orphans = m["hone_capture_dropped_total"], m["hone_capture_orphan_calls_total"]
 	sm.Open, sm.Ready = m[`hone_capture_sessions{state="open"}`], m[`hone_capture_sessions{state="ready"}`]
 	sm.Continued, sm.Rebuilt = m["hone_capture_continuations_total"], m["hone_capture_rebuilds_total"]
+	sm.Limit, sm.Queue = m["go_gc_gomemlimit_bytes"], m["hone_capture_queue_depth"]
 	return sm
 }
 
