@@ -52,7 +52,11 @@ func applyEnv(c *Config, env []string) error {
 // benchmarks read some, the example and acceptance scripts others:
 //
 //	HONE_ENGINE_URLS                       engine.engines as url1,url2 (read by hone)
-//	HONE_REQUIRE_PARITY, HONE_REQUIRE_NODE  tests fail instead of skipping without python3-torch / node
+//	HONE_REQUIRE_*                         tests fail instead of skipping without a reference (PARITY: python3-torch,
+//	                                       NODE: node and the npm packages, PEERS: the peers' virtualenv)
+//	HONE_PEERS_*                           the peers' virtualenv (DIR, PYTHON, BASE_PYTHON; scripts/peers, peers/)
+//	HONE_SOAK_*                            the soak test's knobs (bench/soak)
+//	HONE_SESSION, HONE_TASK, HONE_REWARD   what the example agents send as hone's headers (examples/*.mjs)
 //	HONE_UPDATE_GOLDEN                     tests rewrite their golden files
 //	HONE_CRASH_ROUNDS                      rounds of the crash-recovery test (make crash-test)
 //	HONE_BENCH_*                           benchmark knobs (bench/, *_bench_test.go)
@@ -60,7 +64,10 @@ func applyEnv(c *Config, env []string) error {
 //	HONE_KERNELS                           forces a kernels/cpu variant (generic, avx2)
 var OtherEnv = []string{
 	"HONE_ENGINE_URLS",
-	"HONE_REQUIRE_PARITY", "HONE_REQUIRE_NODE",
+	"HONE_REQUIRE_*",
+	"HONE_PEERS_*",
+	"HONE_SOAK_*",
+	"HONE_SESSION", "HONE_TASK", "HONE_REWARD",
 	"HONE_UPDATE_GOLDEN",
 	"HONE_CRASH_ROUNDS",
 	"HONE_BENCH_*",
