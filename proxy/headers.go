@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"bytes"
-	"strings"
+	"slices"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/valyala/fasthttp"
@@ -17,17 +17,6 @@ import (
 
 // credentialHeaders carry an agent's API key (OpenAI, Anthropic, Azure).
 var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization"}
-
-// peekFold returns the values of every spelling of name, in the order sent.
-func peekFold(h *fasthttp.RequestHeader, name string) [][]byte {
-	var vals [][]byte
-	for k, v := range h.All() {
-		if foldEq(k, name) {
-			vals = append(vals, v)
-		}
-	}
-	return vals
-}
 
 // delFold deletes every spelling of names from h.
 func delFold(h *fasthttp.RequestHeader, names []string) {
@@ -64,20 +53,6 @@ func foldEq(k []byte, name string) bool {
 	return true
 }
 
-// headerValue is a header's one value over all its spellings: values that
-// are equal after trimming count once; different ones are a conflict.
-func headerValue(h *fasthttp.RequestHeader, name string) (string, bool) {
-	var v []byte
-	for i, x := range peekFold(h, name) {
-		x = bytes.TrimSpace(x)
-		if i > 0 && !bytes.Equal(x, v) {
-			return "", false
-		}
-		v = x
-	}
-	return string(v), true
-}
-
 // honeRead is what readHoneHeaders found: the parsed headers, warnings for
 // values that were ignored, and an error that must refuse the call.
 type honeRead struct {
@@ -86,68 +61,73 @@ type honeRead struct {
 	err      *apiError
 }
 
-// readHoneHeaders parses the X-Hone-* request headers in any spelling.
+// readHoneHeaders parses the X-Hone-* request headers in any spelling,
+// with capture's parsers, in one pass over the request's headers.
 // Conflicting values of an identity or reward header (session, task, reward)
-// refuse the call; an invalid value is ignored with a warning, or refuses the
-// call when strict. The headers are deleted before the call goes upstream
-// (buildUpstreamRequest drops them).
+// refuse the call; an invalid value, or conflicting train/commit values, is
+// ignored with a warning, or refuses the call when strict. Tags sent under
+// several spellings are merged. The headers are deleted before the call goes
+// upstream (buildUpstreamRequest drops them).
 func readHoneHeaders(h *fasthttp.RequestHeader, n *HeaderNames, strict bool) honeRead {
 	var r honeRead
-	get := func(name string) (string, bool) {
-		v, ok := headerValue(h, name)
-		if !ok && r.err == nil {
-			r.err = &apiError{400, "invalid_request_error", "conflicting_header",
-				name + ": sent more than once with different values", ""}
+	names := n.requestNames()
+	var vals [6][][]byte // by the index of the name in names
+	for k, v := range h.All() {
+		for i, name := range names {
+			if foldEq(k, name) {
+				vals[i] = append(vals[i], v)
+				break
+			}
 		}
-		return v, ok
 	}
-	bad := func(name string, err error) {
-		msg := name + ": " + err.Error()
+	bad := func(msg string) {
 		if strict && r.err == nil {
 			r.err = &apiError{400, "invalid_request_error", "invalid_header", msg, ""}
 		}
 		r.warnings = append(r.warnings, msg+" (ignored)")
 	}
-	var err error
-	if v, ok := get(n.Session); ok {
-		if r.hh.Session, err = capture.ParseID(v); err != nil {
-			bad(n.Session, err)
+	get := func(name string) string {
+		i := slices.Index(names, name)
+		if name == n.Tags {
+			return string(bytes.Join(vals[i], []byte(",")))
+		}
+		v, ok := oneValue(vals[i])
+		switch {
+		case ok:
+		case name == n.Session || name == n.Task || name == n.Reward:
+			if r.err == nil {
+				r.err = &apiError{400, "invalid_request_error", "conflicting_header",
+					name + ": sent more than once with different values", ""}
+			}
+		default:
+			bad(name + ": sent more than once with different values")
+		}
+		return v
+	}
+	hh, err := capture.ParseHoneHeaders(get, capture.HeaderNames{Session: n.Session, Task: n.Task, Train: n.Train,
+		Tags: n.Tags, Reward: n.Reward, Commit: n.Commit})
+	r.hh = hh
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			bad(e.Error())
 		}
 	}
-	if v, ok := get(n.Task); ok {
-		if r.hh.Task, err = capture.ParseID(v); err != nil {
-			bad(n.Task, err)
-		}
-	}
-	if v, ok := get(n.Reward); ok {
-		if r.hh.Reward, err = capture.ParseReward(v); err != nil {
-			bad(n.Reward, err)
-		}
-	}
-	r.hh.Train = -1
-	if v, ok := headerValue(h, n.Train); !ok {
-		bad(n.Train, errConflict)
-	} else if r.hh.Train, err = capture.ParseTrain(v); err != nil {
-		bad(n.Train, err)
-	}
-	if v, ok := headerValue(h, n.Commit); !ok {
-		bad(n.Commit, errConflict)
-	} else if r.hh.Commit, err = capture.ParseBool(v); err != nil {
-		bad(n.Commit, err)
-	}
-	var tags []string
-	for _, v := range peekFold(h, n.Tags) {
-		tags = append(tags, string(v))
-	}
-	r.hh.Tags = capture.ParseTags(strings.Join(tags, ","))
 	return r
 }
 
-var errConflict = errString("sent more than once with different values")
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
+// oneValue is a header's one value over its spellings: values equal after
+// trimming count once; different ones are a conflict ("", false).
+func oneValue(vals [][]byte) (string, bool) {
+	var v []byte
+	for i, x := range vals {
+		x = bytes.TrimSpace(x)
+		if i > 0 && !bytes.Equal(x, v) {
+			return "", false
+		}
+		v = x
+	}
+	return string(v), true
+}
 
 // requestNames are the hone request header names, for deletion.
 func (n *HeaderNames) requestNames() []string {

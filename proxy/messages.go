@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
@@ -548,26 +547,16 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx) {
 		fail(badMessages("cannot build the tokenize request: " + err.Error()))
 		return
 	}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI(e.url + "/tokenize")
-	req.Header.SetMethod("POST")
-	req.Header.SetContentType("application/json")
-	if s.opts.Upstream.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.opts.Upstream.APIKey)
-	}
-	req.SetBody(tb)
-	if err := controlClient.DoDeadline(req, resp, time.Now().Add(30*time.Second)); err != nil {
+	st, reply, err := s.postTokenize(ctx, e, tb)
+	if err != nil {
 		s.log.Warn("count_tokens: engine /tokenize failed", "engine", e.url, "err", err)
 		fail(errUnreachable)
 		return
 	}
-	st := resp.StatusCode()
 	if st != 200 {
-		msg := gjson.GetBytes(resp.Body(), "error.message").String()
+		msg := gjson.GetBytes(reply, "error.message").String()
 		if msg == "" {
-			msg = gjson.GetBytes(resp.Body(), "message").String()
+			msg = gjson.GetBytes(reply, "message").String()
 		}
 		if msg == "" {
 			msg = "the engine could not tokenize the request (status " + strconv.Itoa(st) + ")"
@@ -578,7 +567,7 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx) {
 		fail(&apiError{status: st, msg: msg})
 		return
 	}
-	rb := gjson.ParseBytes(resp.Body())
+	rb := gjson.ParseBytes(reply)
 	n := rb.Get("count").Int()
 	if !rb.Get("count").Exists() {
 		n = int64(len(rb.Get("tokens").Array()))

@@ -106,6 +106,23 @@ func (s *Server) tokenize(ctx context.Context, e *engine, rec *capture.Call) ([]
 	if err != nil {
 		return nil, err
 	}
+	status, reply, err := s.postTokenize(ctx, e, body)
+	if err == nil && status != 200 {
+		err = fmt.Errorf("status %d", status)
+	}
+	var ids []int32
+	if err == nil {
+		ids, err = parseTokenizeReply(reply)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("POST %s/tokenize: %w", e.url, err)
+	}
+	return ids, nil
+}
+
+// postTokenize sends body to an engine's /tokenize (with hone's engine key)
+// and returns the status and reply, within 30 s or ctx's deadline.
+func (s *Server) postTokenize(ctx context.Context, e *engine, body []byte) (int, []byte, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -121,16 +138,9 @@ func (s *Server) tokenize(ctx context.Context, e *engine, rec *capture.Call) ([]
 		deadline = d
 	}
 	if err := controlClient.DoDeadline(req, resp, deadline); err != nil {
-		return nil, fmt.Errorf("POST %s/tokenize: %w", e.url, err)
+		return 0, nil, err
 	}
-	if resp.StatusCode() != 200 {
-		return nil, fmt.Errorf("POST %s/tokenize: status %d", e.url, resp.StatusCode())
-	}
-	ids, err := parseTokenizeReply(resp.Body())
-	if err != nil {
-		return nil, fmt.Errorf("POST %s/tokenize: %w", e.url, err)
-	}
-	return ids, nil
+	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
 }
 
 // parseTokenizeReply reads the token ids of a /tokenize reply (vLLM's and
