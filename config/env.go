@@ -62,6 +62,8 @@ func applyEnv(c *Config, env []string) error {
 //	HONE_BENCH_*                           benchmark knobs (bench/, *_bench_test.go)
 //	HONE_EXPECT, HONE_MAX_TOKENS           acceptance/*.mjs and examples/*.mjs
 //	HONE_KERNELS                           forces a kernels/cpu variant (generic, avx2)
+//	HONE_CUDA_*                            the CUDA toolkit from PyPI's wheels (HOME: its root, DIR: its cache;
+//	                                       scripts/cuda, kernels/cuda); HONE_REQUIRE_CUDA makes its absence fail
 var OtherEnv = []string{
 	"HONE_ENGINE_URLS",
 	"HONE_REQUIRE_*",
@@ -73,6 +75,7 @@ var OtherEnv = []string{
 	"HONE_BENCH_*",
 	"HONE_EXPECT", "HONE_MAX_TOKENS",
 	"HONE_KERNELS",
+	"HONE_CUDA_*",
 }
 
 // EnvKeys returns the HONE_* variable of every configuration key, sorted.
