@@ -22,6 +22,10 @@ type QueueOptions struct {
 	BatchSize  int           `yaml:"batch_size"`     // max calls per write batch (default 512)
 	BatchDelay time.Duration `yaml:"batch_delay"`    // max wait before a partial batch is written (default 10ms)
 	CacheSize  int           `yaml:"sessions_cache"` // sessions whose selection is kept in memory (default 100000); the writer keeps at most this many session records, fewer on a small memory limit (memory.go)
+	// Continuity is observe (default: prompts go to the engine as the agent
+	// sent them) or tokens (hone renders chat prompts itself and puts back
+	// the token ids sampled for earlier turns; the proxy implements it).
+	Continuity string `yaml:"continuity"`
 }
 
 // SessionOptions controls session closing and inference.
@@ -62,7 +66,8 @@ type RetentionOptions struct {
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
 	return Options{
-		Queue:     QueueOptions{Size: 65536, OnFull: "drop", BatchSize: 512, BatchDelay: 10 * time.Millisecond, CacheSize: 100000},
+		Queue: QueueOptions{Size: 65536, OnFull: "drop", BatchSize: 512, BatchDelay: 10 * time.Millisecond, CacheSize: 100000,
+			Continuity: "observe"},
 		Session:   SessionOptions{IdleTimeout: 10 * time.Minute, Infer: true, InferCache: 100000},
 		Selection: SelectionOptions{SampleRate: 1},
 		Reward:    RewardOptions{Combine: "last", Deadline: time.Hour},

@@ -121,6 +121,7 @@ func friendlyYAMLError(err error) error {
 // Finish derives the dependent settings and validates everything.
 func (c *Config) Finish() error {
 	c.Proxy.Upstream = c.Engine
+	c.Proxy.Continuity = c.Capture.Queue.Continuity
 	if err := checkFinite(reflect.ValueOf(c).Elem(), ""); err != nil {
 		return err
 	}

@@ -24,7 +24,11 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body
 		}
 		tried = append(tried, e)
 		req := fasthttp.AcquireRequest()
-		s.buildUpstreamRequest(req, &ctx.Request, e, body, uri)
+		b, u := body, uri
+		if p := planOf(ctx); p != nil {
+			b, u = p.upstream(e, body, uri) // continuity mode tokens: token ids for engines that passed the probe
+		}
+		s.buildUpstreamRequest(req, &ctx.Request, e, b, u)
 		resp := fasthttp.AcquireResponse()
 		e.outstanding.Add(1)
 		err := e.hc.Do(req, resp)

@@ -48,6 +48,9 @@ type Options struct {
 	Responses ResponsesOptions `yaml:"responses"`
 	// ShutdownGrace is how long in-flight calls may run after SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Continuity is capture.continuity: observe, or tokens (see
+	// continuity.go); set by the config from the capture section.
+	Continuity string `yaml:"-"`
 }
 
 // Upstream configures the engines hone proxies to.
@@ -61,6 +64,10 @@ type Upstream struct {
 	TokenIDs string `yaml:"token_ids"`
 	// APIKey, when set, replaces the agent's Authorization towards engines.
 	APIKey string `yaml:"api_key"`
+	// Tokenizer is the model folder (tokenizer.json, tokenizer_config.json,
+	// chat template) hone renders prompts with in continuity mode tokens;
+	// empty: the --model folder.
+	Tokenizer string `yaml:"tokenizer"`
 }
 
 // EngineOptions is one upstream engine.
@@ -151,6 +158,11 @@ func DefaultOptions() Options {
 // Validate checks the options and names the offending key.
 func (o *Options) Validate() error {
 	u := &o.Upstream
+	switch o.Continuity {
+	case "", ContinuityObserve, ContinuityTokens:
+	default:
+		return fmt.Errorf("capture.continuity: %q is not one of observe, tokens", o.Continuity)
+	}
 	switch u.TokenIDs {
 	case "auto", "native", "tokenize", "off":
 	default:

@@ -38,6 +38,9 @@ type Server struct {
 	responses  *conversations // Responses API conversations, for previous_response_id
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
 	tokenizing chan struct{}  // slots of tokenize fallbacks in flight
+
+	cont    *continuity // continuity mode tokens (nil: observe)
+	contWhy string      // why tokens mode was asked for but is off
 }
 
 // New returns a data plane for opts. rec may be nil (nothing is captured);
@@ -59,11 +62,25 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	for _, k := range opts.ClientKeys {
 		s.keys[k] = true
 	}
+	if opts.Continuity == ContinuityTokens {
+		if s.cont, err = newContinuity(opts.Upstream.Tokenizer, reg, log); err != nil {
+			s.contWhy = err.Error()
+			log.Warn("continuity: tokens mode needs the model folder; observing", "err", err)
+		} else {
+			s.rec = continuityRecorder{Recorder: s.rec, k: s.cont}
+		}
+	}
 	s.dropUp = append(append(append(s.dropUp, hopHeaders...), "Accept-Encoding"), opts.Headers.requestNames()...)
 	if opts.Upstream.APIKey != "" {
 		s.dropUp = append(s.dropUp, credentialHeaders...)
 	}
-	p.onState = func(e *engine, up bool) { s.m.engineUp.WithLabelValues(e.url).Set(b2f(up)) }
+	p.onState = func(e *engine, up bool) {
+		s.m.engineUp.WithLabelValues(e.url).Set(b2f(up))
+		if up && s.cont != nil {
+			s.bg.Add(1)
+			go func() { defer s.bg.Done(); s.probe(s.ctx, e) }() // the engine may have changed
+		}
+	}
 	p.onPanic = s.m.panics.Inc
 	for _, e := range p.engines {
 		s.m.engineUp.WithLabelValues(e.url).Set(1)
@@ -98,6 +115,10 @@ func (s *Server) Ready() bool { return s.pool.anyHealthy() }
 // Shutdown. Health checks run in the background.
 func (s *Server) Serve(ln net.Listener) error {
 	s.pool.checkAll(s.ctx)
+	if s.cont != nil {
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); s.probeAll(s.ctx) }()
+	}
 	go s.pool.run(s.ctx)
 	return s.srv.Serve(retryListener{Listener: ln, log: s.log})
 }
@@ -247,6 +268,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	if c.verdict.Capture {
 		c.reqBody = append([]byte(nil), body...)
 	}
+	s.useContinuity(ctx, c, body, up)
 	s.setHoneHeaders(ctx, c)
 	s.forwardCall(ctx, c, up)
 }
@@ -279,13 +301,21 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 	}
 	c.eng = eng
 	c.httpStatus = resp.StatusCode()
+	p := planOf(ctx)
+	if p != nil {
+		p.count()
+	}
 	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
 	ctx.SetStatusCode(c.httpStatus)
 	if isEventStream(resp) && c.httpStatus == 200 {
 		s.m.openStreams.Inc()
 		c.streaming = true
 		ctx.Response.ImmediateHeaderFlush = true
-		ctx.SetBodyStream(newStreamBody(c, resp), -1)
+		sb := newStreamBody(c, resp)
+		if p != nil && p.sentTo != nil {
+			sb.sse = newSSEReader(p.chatStream(resp.BodyStream())) // token-id completions stream -> chat stream
+		}
+		ctx.SetBodyStream(sb, -1)
 		return
 	}
 	s.finishBody(ctx, c, resp)
@@ -309,6 +339,13 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		return
 	}
 	s.m.bytesIn.Add(float64(len(buf.B)))
+	if p := planOf(ctx); p != nil && p.sentTo != nil && c.httpStatus < 400 {
+		if chatBody, err := p.chatBody(buf.B); err == nil {
+			buf.B = append(buf.B[:0], chatBody...)
+		} else {
+			s.log.Warn("continuity: engine answer not converted", "call", c.id, "err", err)
+		}
+	}
 	if c.httpStatus >= 400 {
 		c.status, c.errMsg = capture.StatusUpstreamError, gjson.GetBytes(buf.B, "error.message").String()
 	}

@@ -69,6 +69,7 @@ func runServe(ctx context.Context, args []string) error {
 		defer emb.close()
 	}
 	addPolicyAlias(&c)
+	continuityModel(&c)
 	srv, err := proxy.New(c.Proxy, store, reg, log)
 	if err != nil {
 		return err
@@ -122,6 +123,18 @@ func serveUntilDone(ctx context.Context, c *config.Config, srv *proxy.Server, ct
 		log.Warn("control plane shutdown", "err", serr)
 	}
 	return err
+}
+
+// continuityModel points capture.continuity: tokens at the model folder
+// when engine.tokenizer is not set: --model, or the embedded engine's.
+func continuityModel(c *config.Config) {
+	u := &c.Proxy.Upstream
+	if u.Tokenizer == "" {
+		u.Tokenizer = c.Model
+	}
+	if u.Tokenizer == "" {
+		u.Tokenizer = c.Embedded.ModelDir
+	}
 }
 
 // embedded is the in-process engine, served on a loopback port so the proxy

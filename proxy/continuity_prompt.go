@@ -1,0 +1,338 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/model/chat"
+	"github.com/hone-rl/hone/model/template"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+)
+
+// plan is one chat call in continuity mode tokens: the prompt ids hone
+// rendered (with the sampled ids of a served turn put back) and what is
+// needed to send them to an engine and to turn its completion back into
+// the chat completion the agent asked for.
+type plan struct {
+	k         *continuity
+	session   string
+	prefix    prefixHash // the request's messages, by meaning: a reply's turn chains onto it
+	ids       []int32    // prompt ids
+	thinkOpen bool       // the prompt leaves <think> open
+	tools     bool       // parse hermes tool calls
+	spliced   bool       // a served turn's sampled ids were put back
+	up        []byte     // the chat body as rewritten for the engine (sampling fields)
+	topN      int        // top_logprobs the client asked for
+	asIDs     bool       // the client asked return_tokens_as_token_ids
+	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
+}
+
+// errNotCovered marks requests tokens mode leaves to the engine's chat
+// endpoint (forced tool calls, structured output, prefills, ...).
+var errNotCovered = errors.New("not covered by continuity mode tokens")
+
+// chatOnly are chat request fields with no /v1/completions counterpart;
+// they are dropped from the token-id request (their effect is in the
+// prompt or in the conversion of the answer).
+var chatOnly = map[string]bool{
+	"messages": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true, "response_format": true,
+	"chat_template_kwargs": true, "add_generation_prompt": true, "continue_final_message": true, "documents": true,
+	"logprobs": true, "top_logprobs": true, "max_completion_tokens": true, "max_tokens": true,
+	"return_token_ids": true, "return_tokens_as_token_ids": true, "add_special_tokens": true, "modalities": true,
+	"audio": true, "prediction": true, "store": true, "metadata": true, "service_tier": true,
+	"web_search_options": true, "mm_processor_kwargs": true, "media_io_kwargs": true, "include_reasoning": true,
+	"functions": true, "function_call": true, "echo": true, "prompt": true,
+}
+
+// planCall renders a captured chat call's prompt in tokens mode. body is
+// the chat request (the agent's, or a translated API's), up the same
+// rewritten for the engine. The error says why the call is observed.
+func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
+	k := s.cont
+	doc := gjson.ParseBytes(body)
+	if err := covered(doc); err != nil {
+		return nil, err
+	}
+	in, err := template.RequestInput(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := parseMessages(in)
+	if err != nil {
+		return nil, err
+	}
+	hashes := prefixHashes(seedHash(in), msgs)
+	p := &plan{k: k, session: c.verdict.Session, prefix: hashes[len(hashes)-1], up: up,
+		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool()}
+	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
+	p.tools = k.parse.Tools && len(in.Tools) > 0 && string(in.Tools) != "[]" && tc != `"none"`
+	hit, turn := -1, (*servedTurn)(nil)
+	for j := len(msgs) - 2; j >= 0 && p.session != ""; j-- {
+		if msgs[j].Role != "assistant" {
+			continue
+		}
+		if t, ok := k.turns.Get(turnKey(p.session, hashes[j])); ok {
+			hit, turn = j, t
+			break
+		}
+	}
+	text, err := k.tmpl.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	p.thinkOpen = chat.PromptOpensThink(text)
+	if hit >= 0 {
+		if ids, ok := k.splice(in, msgs, hit, turn, text); ok {
+			p.ids, p.spliced = ids, true
+			return p, nil
+		}
+	}
+	p.ids = k.tok.Encode(text)
+	return p, nil
+}
+
+// covered reports whether tokens mode can serve a chat request: what vLLM
+// enforces on chat only (forced tool calls, response formats), prefills and
+// custom templates go to the chat endpoint as sent.
+func covered(doc gjson.Result) error {
+	why := ""
+	switch tc := doc.Get("tool_choice"); {
+	case tc.Exists() && tc.Type != gjson.Null && tc.String() != "auto" && tc.String() != "none":
+		why = "tool_choice " + tc.Raw
+	}
+	if rf := doc.Get("response_format.type"); rf.Exists() && rf.String() != "text" {
+		why = "response_format " + rf.String()
+	}
+	for _, k := range []string{"continue_final_message", "echo"} {
+		if doc.Get(k).Bool() {
+			why = k
+		}
+	}
+	if g := doc.Get("add_generation_prompt"); g.Exists() && !g.Bool() {
+		why = "add_generation_prompt false"
+	}
+	for _, k := range []string{"chat_template", "reasoning_effort", "structured_outputs", "guided_json", "guided_regex",
+		"guided_choice", "guided_grammar"} {
+		if v := doc.Get(k); v.Exists() && v.Type != gjson.Null {
+			why = k
+		}
+	}
+	if why != "" {
+		return errors.New(why + ": " + errNotCovered.Error())
+	}
+	return nil
+}
+
+func turnKey(session string, h prefixHash) string { return session + "\x00" + string(h[:]) }
+
+// splice builds the prompt of a conversation whose message hit is an
+// assistant turn hone served: the token path of that call (its prompt and
+// the sampled completion) followed by the template's rendering of what
+// comes after the turn. Where the turn ends in the rendering is found by
+// rendering the conversation once more with the next message's text
+// changed: the renderings agree up to that text, and the last end-of-turn
+// token before it closes the served turn.
+func (k *continuity) splice(in template.Input, msgs []normMsg, hit int, turn *servedTurn, text string) ([]int32, bool) {
+	next := msgs[hit+1]
+	mark := "\x01"
+	if strings.HasPrefix(next.Content, mark) {
+		mark = "\x02"
+	}
+	raws := make([]json.RawMessage, len(msgs))
+	for i := range msgs {
+		raws[i] = msgs[i].Raw
+	}
+	alt, err := sjson.SetBytes(bytes.Clone(msgs[hit+1].Raw), "content", mark)
+	if err != nil {
+		return nil, false
+	}
+	raws[hit+1] = alt
+	altIn := in
+	altIn.Messages, _ = json.Marshal(raws)
+	altText, err := k.tmpl.Render(altIn)
+	if err != nil {
+		return nil, false
+	}
+	common := commonPrefix(text, altText)
+	end, eos := -1, eosToken{}
+	for _, t := range k.eos {
+		if i := strings.LastIndex(text[:common], t.text); i >= 0 && i+len(t.text) > end {
+			end, eos = i+len(t.text), t
+		}
+	}
+	if end < 0 {
+		return nil, false
+	}
+	ids := slices.Clone(turn.ids)
+	if !turn.ended {
+		ids = append(ids, eos.id) // cut or stopped by a string: the template closes the turn
+	}
+	return append(ids, k.tok.Encode(text[end:])...), true
+}
+
+// commonPrefix is the length of the longest common prefix of a and b, cut
+// back to a character boundary.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	for i > 0 && i < len(a) && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	return i
+}
+
+// remember stores the turns a finished chat call served, keyed by the
+// conversation they complete, for the session's later calls.
+func (k *continuity) remember(c *capture.Call) {
+	p, _ := k.plans.Get(c.ID)
+	if p != nil {
+		k.plans.Remove(c.ID)
+	}
+	if c.Route != capture.RouteChat || c.Status != capture.StatusOK || c.Session == "" || len(c.PromptIDs) == 0 {
+		return
+	}
+	var prefix prefixHash
+	if p != nil {
+		prefix = p.prefix
+	} else {
+		in, err := template.RequestInput(c.Request)
+		if err != nil {
+			return
+		}
+		msgs, err := parseMessages(in)
+		if err != nil || len(msgs) == 0 {
+			return
+		}
+		hs := prefixHashes(seedHash(in), msgs)
+		prefix = hs[len(hs)-1]
+	}
+	var buf []byte
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if len(ch.TokenIDs) == 0 || ch.FinishReason == "" {
+			continue
+		}
+		buf = replyCanon(buf[:0], ch)
+		ids := make([]int32, 0, len(c.PromptIDs)+len(ch.TokenIDs))
+		ids = append(append(ids, c.PromptIDs...), ch.TokenIDs...)
+		k.turns.Add(turnKey(c.Session, prefix.chain(buf)), &servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
+	}
+}
+
+func (k *continuity) isEOS(id int32) bool {
+	for _, t := range k.eos {
+		if t.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// upstream returns the body and route to send engine e: the token-id
+// completions request when e passed the probe, else the chat body as it
+// was.
+func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
+	p.sentTo = nil
+	st := p.k.state(e.url)
+	if st == nil || !st.tokens {
+		return body, uri
+	}
+	b, err := p.completionsBody(st.maxModelLen)
+	if err != nil {
+		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
+		return body, uri
+	}
+	p.sentTo = e
+	return b, []byte("/v1/completions")
+}
+
+// completionsBody is the /v1/completions request for the plan: the chat
+// request's sampling fields, the prompt ids, max_tokens (vLLM's chat
+// default, the context left, when the client set none: completions would
+// default to 16), logprobs in the completions form, and token ids.
+func (p *plan) completionsBody(maxModelLen int) ([]byte, error) {
+	doc := gjson.ParseBytes(p.up)
+	out := make([]byte, 0, len(p.up)/4+len(p.ids)*7+256)
+	out = append(out, '{')
+	maxTok := ""
+	doc.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "max_tokens", "max_completion_tokens":
+			if v.Type == gjson.Number && (maxTok == "" || k.Str == "max_completion_tokens") {
+				maxTok = v.Raw
+			}
+		}
+		if chatOnly[k.Str] {
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, k.Raw...)
+		out = append(out, ':')
+		out = append(out, v.Raw...)
+		return true
+	})
+	if maxTok == "" {
+		if maxModelLen <= len(p.ids) {
+			return nil, errors.New("no max_tokens and the engine's max_model_len is unknown or used up")
+		}
+		maxTok = strconv.Itoa(maxModelLen - len(p.ids))
+	}
+	if len(out) > 1 {
+		out = append(out, ',')
+	}
+	out = append(out, `"prompt":[`...)
+	for i, id := range p.ids {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendInt(out, int64(id), 10)
+	}
+	out = append(out, `],"max_tokens":`...)
+	out = append(out, maxTok...)
+	out = append(out, `,"logprobs":`...)
+	out = strconv.AppendInt(out, int64(p.topN), 10)
+	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true}`...)
+	return out, nil
+}
+
+// useContinuity plans a call in tokens mode and attaches the plan to the
+// request; calls it does not cover go to the engine as sent.
+func (s *Server) useContinuity(ctx *fasthttp.RequestCtx, c *call, body, up []byte) {
+	if s.cont == nil || c.route != capture.RouteChat || !c.verdict.Capture {
+		return
+	}
+	p, err := s.planCall(c, body, up)
+	if err != nil {
+		s.cont.calls.WithLabelValues("observe").Inc()
+		s.log.Debug("continuity: call observed", "call", c.id, "why", err)
+		return
+	}
+	s.cont.plans.Add(c.id, p)
+	ctx.SetUserValue(planKey{}, p)
+}
+
+// count records how a planned call went upstream.
+func (p *plan) count() {
+	switch {
+	case p.sentTo == nil:
+		p.k.calls.WithLabelValues("observe").Inc()
+	case p.spliced:
+		p.k.calls.WithLabelValues("spliced").Inc()
+		p.k.spliced.Inc()
+	default:
+		p.k.calls.WithLabelValues("rendered").Inc()
+	}
+}

@@ -1,0 +1,213 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/hone-rl/hone/model/chat"
+	"github.com/tidwall/gjson"
+)
+
+// The engine answers a token-id prompt in the completions format; these
+// types are the chat completion it would have sent for the chat request, in
+// vLLM's field order (model/chat parses reasoning and hermes tool calls as
+// vLLM's qwen3 and hermes parsers do). Raw numbers (logprobs, usage) are
+// copied as the engine wrote them.
+
+type contMessage struct {
+	Role         string         `json:"role"`
+	Content      *string        `json:"content"`
+	Refusal      *string        `json:"refusal"`
+	Annotations  *struct{}      `json:"annotations"`
+	Audio        *struct{}      `json:"audio"`
+	FunctionCall *struct{}      `json:"function_call"`
+	ToolCalls    []contToolCall `json:"tool_calls,omitempty"`
+	Reasoning    *string        `json:"reasoning"`
+}
+
+type contToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function contFunction `json:"function"`
+}
+
+type contFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type contLogprob struct {
+	Token   string          `json:"token"`
+	Logprob json.RawMessage `json:"logprob"`
+	Bytes   []int           `json:"bytes"`
+}
+
+type contLogprobEntry struct {
+	contLogprob
+	TopLogprobs []contLogprob `json:"top_logprobs"`
+}
+
+type contLogprobs struct {
+	Content []contLogprobEntry `json:"content"`
+}
+
+type contChoice struct {
+	Index        int             `json:"index"`
+	Message      contMessage     `json:"message"`
+	Logprobs     *contLogprobs   `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+	StopReason   json.RawMessage `json:"stop_reason"`
+	TokenIDs     []int32         `json:"token_ids"`
+}
+
+type contResponse struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	Choices           []contChoice    `json:"choices"`
+	ServiceTier       json.RawMessage `json:"service_tier"`
+	SystemFingerprint json.RawMessage `json:"system_fingerprint"`
+	Usage             json.RawMessage `json:"usage"`
+	PromptLogprobs    *struct{}       `json:"prompt_logprobs"`
+	PromptTokenIDs    []int32         `json:"prompt_token_ids"`
+	KVTransferParams  json.RawMessage `json:"kv_transfer_params"`
+}
+
+// rawOrNull returns v's raw JSON, or null.
+func rawOrNull(v gjson.Result) json.RawMessage { return rawOr(v, "null") }
+
+// chatID turns a completions id into a chat completions id.
+func chatID(id string) string { return "chatcmpl-" + strings.TrimPrefix(id, "cmpl-") }
+
+// marshalPlain encodes v without HTML escaping (as Python's json does).
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// chatBody turns a non-stream completions answer into the chat completion.
+func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
+	if !gjson.ValidBytes(cmpl) {
+		return nil, errors.New("engine answer is not JSON")
+	}
+	doc := gjson.ParseBytes(cmpl)
+	if !doc.Get("choices").IsArray() {
+		return nil, errors.New("engine answer has no choices")
+	}
+	r := contResponse{ID: chatID(doc.Get("id").String()), Object: "chat.completion", Created: doc.Get("created").Int(),
+		Model: doc.Get("model").String(), ServiceTier: rawOrNull(doc.Get("service_tier")),
+		SystemFingerprint: rawOrNull(doc.Get("system_fingerprint")), Usage: rawOrNull(doc.Get("usage")),
+		PromptTokenIDs: p.ids, KVTransferParams: rawOrNull(doc.Get("kv_transfer_params"))}
+	for _, c := range doc.Get("choices").Array() {
+		ids, lps := p.tokens(c)
+		out := chat.ParseOutput(c.Get("text").String(), p.parseOptions())
+		msg := contMessage{Role: "assistant", Content: out.Content, Reasoning: out.Reasoning}
+		for _, tc := range out.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, contToolCall{ID: tc.ID, Type: "function",
+				Function: contFunction{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		ch := contChoice{Index: int(c.Get("index").Int()), Message: msg, StopReason: rawOrNull(c.Get("stop_reason")),
+			TokenIDs: ids, FinishReason: finishReason(c.Get("finish_reason"), len(out.ToolCalls) > 0)}
+		if lps != nil {
+			ch.Logprobs = &contLogprobs{Content: lps}
+		}
+		r.Choices = append(r.Choices, ch)
+	}
+	return marshalPlain(r)
+}
+
+// finishReason is vLLM's chat finish reason: tool_calls when the parser
+// found tool calls.
+func finishReason(v gjson.Result, toolCalls bool) *string {
+	if v.Type != gjson.String {
+		return nil
+	}
+	s := v.Str
+	if toolCalls {
+		s = "tool_calls"
+	}
+	return &s
+}
+
+func (p *plan) parseOptions() chat.ParseOptions {
+	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools, ThinkOpen: p.thinkOpen}
+}
+
+// tokens reads a completions choice's token ids (token_ids, else the
+// "token_id:N" logprob strings) and turns its logprobs into the chat form.
+func (p *plan) tokens(c gjson.Result) ([]int32, []contLogprobEntry) {
+	var ids []int32
+	if t := c.Get("token_ids"); t.IsArray() {
+		ids = appendIDs(nil, t)
+	}
+	lp := c.Get("logprobs")
+	if !lp.IsObject() {
+		return ids, nil
+	}
+	toks, vals, tops := lp.Get("tokens").Array(), lp.Get("token_logprobs").Array(), lp.Get("top_logprobs").Array()
+	fromStrings := len(ids) == 0
+	out := make([]contLogprobEntry, 0, len(toks))
+	for i, t := range toks {
+		id, ok := tokenID(t.String())
+		if fromStrings && ok {
+			ids = append(ids, id)
+		} else if !ok && i < len(ids) {
+			id = ids[i]
+		}
+		e := contLogprobEntry{contLogprob: p.logprob(id, t.String(), rawOrNull(at(vals, i))), TopLogprobs: []contLogprob{}}
+		if i < len(tops) {
+			n := 0
+			tops[i].ForEach(func(k, v gjson.Result) bool {
+				if n >= p.topN {
+					return false
+				}
+				tid, _ := tokenID(k.Str)
+				e.TopLogprobs = append(e.TopLogprobs, p.logprob(tid, k.Str, json.RawMessage(v.Raw)))
+				n++
+				return true
+			})
+		}
+		out = append(out, e)
+	}
+	return ids, out
+}
+
+func at(a []gjson.Result, i int) gjson.Result {
+	if i < len(a) {
+		return a[i]
+	}
+	return gjson.Result{}
+}
+
+// logprob renders one chat logprob entry: the token's text (or
+// "token_id:N" when the client asked for that), its logprob and bytes.
+func (p *plan) logprob(id int32, s string, lp json.RawMessage) contLogprob {
+	text := s
+	if _, ok := tokenID(s); ok && !p.asIDs {
+		text = p.k.tok.Decode([]int32{id})
+	}
+	b := make([]int, len(text))
+	for i := 0; i < len(text); i++ {
+		b[i] = int(text[i])
+	}
+	return contLogprob{Token: text, Logprob: lp, Bytes: b}
+}
+
+// tokenID parses vLLM's "token_id:N".
+func tokenID(s string) (int32, bool) {
+	n, ok := strings.CutPrefix(s, "token_id:")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n, 10, 32)
+	return int32(v), err == nil && v >= 0
+}

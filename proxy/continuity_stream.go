@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+
+	"github.com/hone-rl/hone/model/chat"
+	"github.com/tidwall/gjson"
+)
+
+// chatStream reads the engine's completions stream for a token-id prompt
+// and yields the chat completions stream the engine would have sent for
+// the chat request: a role chunk per choice first (the first one with the
+// prompt ids), then one chunk per parsed delta (content, reasoning, tool
+// call) carrying the logprobs and token ids of the tokens that made it,
+// then the finishing chunk, the usage chunk and [DONE] as the engine sent
+// them. The stream proxy reads it as it reads an engine's chat stream.
+type chatStream struct {
+	p       *plan
+	src     *sseReader
+	out     []byte
+	err     error
+	sentIDs bool // the prompt ids went out (on the first chunk)
+	choices map[int]*streamChoice
+}
+
+// streamChoice is the conversion state of one choice.
+type streamChoice struct {
+	parser  *chat.StreamParser
+	started bool
+	tools   bool
+	lps     []contLogprobEntry // not yet sent with a chunk
+	ids     []int32
+	hasLP   bool
+}
+
+func (p *plan) chatStream(r io.Reader) io.Reader {
+	return &chatStream{p: p, src: newSSEReader(r), choices: map[int]*streamChoice{}}
+}
+
+func (s *chatStream) Read(b []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		ev, err := s.src.next()
+		if err != nil {
+			s.err = err // a partial event is dropped; the proxy reports the broken stream
+			continue
+		}
+		s.convert(ev)
+	}
+	n := copy(b, s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+// chunk is one chat stream chunk in vLLM's field order.
+type contChunk struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	Created        int64             `json:"created"`
+	Model          string            `json:"model"`
+	Choices        []contChunkChoice `json:"choices"`
+	Usage          json.RawMessage   `json:"usage,omitempty"`
+	PromptTokenIDs []int32           `json:"prompt_token_ids,omitempty"`
+}
+
+type contChunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        contDelta       `json:"delta"`
+	Logprobs     *contLogprobs   `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+	StopReason   json.RawMessage `json:"stop_reason,omitempty"`
+	TokenIDs     []int32         `json:"token_ids,omitempty"`
+}
+
+type contDelta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	Reasoning *string         `json:"reasoning,omitempty"`
+	ToolCalls []contDeltaCall `json:"tool_calls,omitempty"`
+}
+
+type contDeltaCall struct {
+	ID       string             `json:"id,omitempty"`
+	Type     string             `json:"type,omitempty"`
+	Index    int                `json:"index"`
+	Function *contDeltaFunction `json:"function,omitempty"`
+}
+
+type contDeltaFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// convert turns one engine event into chat events appended to s.out.
+func (s *chatStream) convert(ev []byte) {
+	data, ok := eventData(ev)
+	if !ok || bytes.Equal(data, []byte("[DONE]")) || !gjson.ValidBytes(data) {
+		s.out = append(s.out, ev...) // comments, [DONE], and what cannot be read go as sent
+		return
+	}
+	doc := gjson.ParseBytes(data)
+	choices := doc.Get("choices")
+	if !choices.IsArray() {
+		s.out = append(s.out, ev...) // an error event
+		return
+	}
+	head := contChunk{ID: chatID(doc.Get("id").String()), Object: "chat.completion.chunk",
+		Created: doc.Get("created").Int(), Model: doc.Get("model").String()}
+	if u := doc.Get("usage"); u.IsObject() && len(choices.Array()) == 0 {
+		head.Choices, head.Usage = []contChunkChoice{}, json.RawMessage(u.Raw)
+		s.emit(head)
+		return
+	}
+	for _, c := range choices.Array() {
+		s.choice(head, c)
+	}
+}
+
+func (s *chatStream) state(i int) *streamChoice {
+	sc := s.choices[i]
+	if sc == nil {
+		sc = &streamChoice{parser: chat.NewStreamParser(s.p.parseOptions())}
+		s.choices[i] = sc
+	}
+	return sc
+}
+
+// choice converts one choice of a completions chunk.
+func (s *chatStream) choice(head contChunk, c gjson.Result) {
+	idx := int(c.Get("index").Int())
+	sc := s.state(idx)
+	if !sc.started {
+		sc.started = true
+		empty := ""
+		s.emit(s.with(head, contChunkChoice{Index: idx, Delta: contDelta{Role: "assistant", Content: &empty}}))
+	}
+	ids, lps := s.p.tokens(c)
+	sc.ids = append(sc.ids, ids...)
+	sc.lps = append(sc.lps, lps...)
+	sc.hasLP = sc.hasLP || lps != nil
+	deltas := sc.parser.Push(c.Get("text").String())
+	fin := c.Get("finish_reason")
+	if fin.Type == gjson.String {
+		deltas = append(deltas, sc.parser.Finish()...)
+	}
+	for _, d := range deltas {
+		cc := contChunkChoice{Index: idx}
+		switch {
+		case d.ToolCall != nil:
+			sc.tools = true
+			t := d.ToolCall
+			dc := contDeltaCall{ID: t.ID, Type: t.Type, Index: t.Index}
+			if t.Name != "" || t.Arguments != "" {
+				dc.Function = &contDeltaFunction{Name: t.Name, Arguments: t.Arguments}
+			}
+			cc.Delta.ToolCalls = []contDeltaCall{dc}
+		case d.Reasoning != "":
+			r := d.Reasoning
+			cc.Delta.Reasoning = &r
+		default:
+			t := d.Content
+			cc.Delta.Content = &t
+		}
+		s.attach(sc, &cc)
+		s.emit(s.with(head, cc))
+	}
+	if fin.Type != gjson.String {
+		return
+	}
+	cc := contChunkChoice{Index: idx, FinishReason: finishReason(fin, sc.tools), StopReason: rawOrNull(c.Get("stop_reason"))}
+	s.attach(sc, &cc)
+	s.emit(s.with(head, cc))
+}
+
+// attach moves the choice's pending logprobs and token ids onto a chunk.
+func (s *chatStream) attach(sc *streamChoice, cc *contChunkChoice) {
+	if sc.hasLP {
+		cc.Logprobs = &contLogprobs{Content: sc.lps}
+		if cc.Logprobs.Content == nil {
+			cc.Logprobs.Content = []contLogprobEntry{}
+		}
+	}
+	cc.TokenIDs = sc.ids
+	sc.lps, sc.ids, sc.hasLP = nil, nil, false
+}
+
+// with returns head carrying one choice; the stream's first chunk also
+// carries the prompt ids.
+func (s *chatStream) with(head contChunk, c contChunkChoice) contChunk {
+	head.Choices = []contChunkChoice{c}
+	if !s.sentIDs {
+		head.PromptTokenIDs, s.sentIDs = s.p.ids, true
+	}
+	return head
+}
+
+func (s *chatStream) emit(c contChunk) {
+	b, err := marshalPlain(c)
+	if err != nil {
+		return
+	}
+	s.out = append(s.out, "data: "...)
+	s.out = append(s.out, b...)
+	s.out = append(s.out, "\n\n"...)
+}
