@@ -1,0 +1,231 @@
+//go:build cgo
+
+package cuda
+
+/*
+#include <stdlib.h>
+#include "csrc/hone_cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/hone-rl/hone/kernels"
+)
+
+// Variants of the kernels: the readable ones, or the faster ones beside them.
+const (
+	VariantReadable = "readable"
+	VariantFast     = "fast"
+)
+
+// Variants lists the kernel variants, readable first.
+func Variants() []string { return []string{VariantReadable, VariantFast} }
+
+// Backend is the CUDA backend (or its emulation). Calls are serialised: one
+// context holds one stream and one workspace.
+type Backend struct {
+	mu      sync.Mutex
+	ctx     *C.hone_ctx
+	name    string
+	variant string
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// tensor is device memory with a shape.
+type tensor struct {
+	ptr   unsafe.Pointer
+	shape []int
+	n     int
+	view  bool
+}
+
+func (t *tensor) Shape() []int { return t.shape }
+func (t *tensor) Len() int     { return t.n }
+
+func newBackend(name string, device int, variant string) (*Backend, error) {
+	v := C.int(C.HONE_VARIANT_READABLE)
+	switch variant {
+	case VariantReadable:
+	case VariantFast:
+		v = C.HONE_VARIANT_FAST
+	default:
+		return nil, fmt.Errorf("kernels/cuda: unknown variant %q (have %v)", variant, Variants())
+	}
+	var ctx *C.hone_ctx
+	var msg [256]C.char
+	if C.hone_create(&ctx, C.int(device), v, &msg[0], C.size_t(len(msg))) != 0 {
+		return nil, fmt.Errorf("kernels/cuda: %s", C.GoString(&msg[0]))
+	}
+	return &Backend{ctx: ctx, name: name, variant: variant}, nil
+}
+
+// Name implements kernels.Backend.
+func (b *Backend) Name() string { return b.name }
+
+// Variant is the kernel variant the backend runs.
+func (b *Backend) Variant() string { return b.variant }
+
+// Close releases the device context (stream, cuBLAS handle, workspace).
+// Tensors must be freed before.
+func (b *Backend) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx != nil {
+		C.hone_destroy(b.ctx)
+		b.ctx = nil
+	}
+}
+
+// setChunk sets how many logits one TokenLogProbs chunk may hold.
+func (b *Backend) setChunk(elems int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	C.hone_set_chunk(b.ctx, C.long(elems))
+}
+
+// call runs one C call under the lock and panics with the context's error
+// if it failed. The kernels.Backend interface has no error path yet (see
+// DESIGN.md); a device error is as fatal as a shape mismatch is on the CPU.
+func (b *Backend) call(op string, fn func(*C.hone_ctx) C.int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if fn(b.ctx) != 0 {
+		panic(fmt.Sprintf("kernels/%s: %s: %s", b.name, op, C.GoString(C.hone_last_error(b.ctx))))
+	}
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels/cuda: negative dimension in %v", shape))
+		}
+		n *= d
+	}
+	return n
+}
+
+// dev returns t's device tensor, panicking on a foreign or freed one.
+func dev(t kernels.Tensor) *tensor {
+	ct, ok := t.(*tensor)
+	if !ok {
+		panic(fmt.Sprintf("kernels/cuda: tensor of type %T is not a cuda tensor", t))
+	}
+	if ct.ptr == nil && ct.n > 0 {
+		panic("kernels/cuda: use of a freed tensor")
+	}
+	return ct
+}
+
+func fp(t kernels.Tensor) *C.float { return (*C.float)(dev(t).ptr) }
+
+// optFP is fp, or NULL for a nil tensor (an optional gradient).
+func optFP(t kernels.Tensor) *C.float {
+	if t == nil {
+		return nil
+	}
+	return fp(t)
+}
+
+func i32(x []int32) *C.int32_t {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.int32_t)(unsafe.Pointer(&x[0]))
+}
+
+func mustLen(op string, got, want int) {
+	if got != want {
+		panic(fmt.Sprintf("kernels/cuda: %s: length %d, want %d", op, got, want))
+	}
+}
+
+// rows splits a tensor into rows of its last dimension.
+func rows(t kernels.Tensor) (n, width int) {
+	s := t.Shape()
+	if len(s) == 0 {
+		return 1, 1
+	}
+	width = s[len(s)-1]
+	if width == 0 {
+		return 0, 0
+	}
+	return t.Len() / width, width
+}
+
+// New implements kernels.Backend.
+func (b *Backend) New(shape ...int) kernels.Tensor {
+	n := numel(shape)
+	t := &tensor{shape: append([]int(nil), shape...), n: n}
+	b.call("new", func(c *C.hone_ctx) C.int {
+		if rc := C.hone_malloc(c, &t.ptr, C.size_t(4*n)); rc != 0 {
+			return rc
+		}
+		return C.hone_zero(c, t.ptr, C.size_t(4*n))
+	})
+	return t
+}
+
+// Upload implements kernels.Backend.
+func (b *Backend) Upload(src []float32, shape ...int) kernels.Tensor {
+	if numel(shape) != len(src) {
+		panic(fmt.Sprintf("kernels/cuda: upload of %d values as %v", len(src), shape))
+	}
+	t := &tensor{shape: append([]int(nil), shape...), n: len(src)}
+	b.call("upload", func(c *C.hone_ctx) C.int {
+		if rc := C.hone_malloc(c, &t.ptr, C.size_t(4*len(src))); rc != 0 || len(src) == 0 {
+			return rc
+		}
+		return C.hone_upload(c, t.ptr, unsafe.Pointer(&src[0]), C.size_t(4*len(src)))
+	})
+	return t
+}
+
+// Download implements kernels.Backend.
+func (b *Backend) Download(dst []float32, t kernels.Tensor) {
+	d := dev(t)
+	mustLen("download", len(dst), d.n)
+	if d.n == 0 {
+		return
+	}
+	b.call("download", func(c *C.hone_ctx) C.int {
+		return C.hone_download(c, unsafe.Pointer(&dst[0]), d.ptr, C.size_t(4*d.n))
+	})
+}
+
+// View implements kernels.Backend.
+func (b *Backend) View(t kernels.Tensor, offset int, shape ...int) kernels.Tensor {
+	d := dev(t)
+	n := numel(shape)
+	if offset < 0 || offset+n > d.n {
+		panic(fmt.Sprintf("kernels/cuda: view [%d,%d) of %d elements", offset, offset+n, d.n))
+	}
+	return &tensor{ptr: unsafe.Add(d.ptr, 4*offset), shape: append([]int(nil), shape...), n: n, view: true}
+}
+
+// Free implements kernels.Backend.
+func (b *Backend) Free(t kernels.Tensor) {
+	d, ok := t.(*tensor)
+	if !ok || d.view || d.ptr == nil {
+		return
+	}
+	b.call("free", func(c *C.hone_ctx) C.int { return C.hone_free(c, d.ptr) })
+	d.ptr = nil
+}
+
+// Copy implements kernels.Backend.
+func (b *Backend) Copy(dst, src kernels.Tensor) {
+	d, s := dev(dst), dev(src)
+	mustLen("copy", s.n, d.n)
+	b.call("copy", func(c *C.hone_ctx) C.int { return C.hone_copy(c, d.ptr, s.ptr, C.size_t(4*d.n)) })
+}
+
+// Fill implements kernels.Backend.
+func (b *Backend) Fill(t kernels.Tensor, v float32) {
+	b.call("fill", func(c *C.hone_ctx) C.int { return C.hone_fill(c, fp(t), C.long(t.Len()), C.float(v)) })
+}

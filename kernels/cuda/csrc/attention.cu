@@ -1,0 +1,176 @@
+// attention.cu: causal grouped-query attention. q is [n, heads*D]; k and v
+// are [past+n, kv_heads*D] (cached positions, then the new ones); query i
+// sits at position past+i and attends to keys 0..past+i; query head h reads
+// key/value head h / (heads/kv_heads).
+//
+// Forward: a readable kernel (one thread per query and head, three passes
+// over the keys through global memory) and a tiled one in the
+// FlashAttention style (a block of queries of one head streams key/value
+// tiles through shared memory with an online softmax, so the score matrix
+// never exists). Backward: the readable kernel, recomputing the softmax
+// (the probabilities are not stored), with atomics for the key and value
+// gradients that several queries and heads share.
+#include "hone_cuda.h"
+#include "internal.cuh"
+
+namespace hone {
+
+struct AttnShape {
+  long n, past;
+  int heads, kv_heads, dim;
+  float scale;
+  __host__ __device__ long qw() const { return long(heads) * dim; }
+  __host__ __device__ long kw() const { return long(kv_heads) * dim; }
+};
+
+__device__ inline float dot(const float* a, const float* b, int d) {
+  float s = 0;
+  for (int x = 0; x < d; x++) s += a[x] * b[x];
+  return s;
+}
+
+// attention_kernel1 (readable): one thread per (query, head).
+__global__ void attention_kernel1(float* out, const float* q, const float* k, const float* v, AttnShape a) {
+  const long idx = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.n * a.heads) return;
+  const long i = idx / a.heads;
+  const int h = int(idx % a.heads), kvh = h / (a.heads / a.kv_heads), D = a.dim;
+  const float* qi = q + i * a.qw() + long(h) * D;
+  float* oi = out + i * a.qw() + long(h) * D;
+  const long keys = a.past + i + 1;
+  float m = -INFINITY;
+  for (long j = 0; j < keys; j++) m = fmaxf(m, a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D));
+  for (int d = 0; d < D; d++) oi[d] = 0;
+  float l = 0;
+  for (long j = 0; j < keys; j++) {
+    const float p = expf(a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D) - m);
+    l += p;
+    const float* vj = v + j * a.kw() + long(kvh) * D;
+    for (int d = 0; d < D; d++) oi[d] += p * vj[d];
+  }
+  for (int d = 0; d < D; d++) oi[d] /= l;
+}
+
+// The tiled kernel's shapes: kRows queries per block (one per thread), kCols
+// keys per shared-memory tile, head dimensions up to kMaxDim in registers.
+constexpr int kRows = 64, kCols = 32, kMaxDim = 128;
+
+// attention_kernel2 (tiled): grid (query blocks, heads), one thread per
+// query. Every thread helps load each key/value tile, including threads past
+// the last query, so the barriers are reached by all.
+__global__ void attention_kernel2(float* out, const float* q, const float* k, const float* v, AttnShape a) {
+  HONE_DYNAMIC_SHARED(float, smem);
+  float* ks = smem;                 // [kCols][D]
+  float* vs = smem + kCols * a.dim; // [kCols][D]
+  const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads), D = a.dim;
+  const long i0 = long(blockIdx.x) * kRows, i = i0 + threadIdx.x;
+  const bool active = i < a.n;
+  float qr[kMaxDim], acc[kMaxDim];
+  float m = -INFINITY, l = 0;
+  for (int d = 0; d < D; d++) {
+    qr[d] = active ? q[i * a.qw() + long(h) * D + d] * a.scale : 0;
+    acc[d] = 0;
+  }
+  // Keys up to the last query of the block.
+  const long last = i0 + kRows - 1 < a.n - 1 ? i0 + kRows - 1 : a.n - 1;
+  const long keys = a.past + last + 1;
+  for (long j0 = 0; j0 < keys; j0 += kCols) {
+    for (long e = threadIdx.x; e < long(kCols) * D; e += blockDim.x) {
+      const long j = j0 + e / D, d = e % D;
+      ks[e] = j < keys ? k[j * a.kw() + long(kvh) * D + d] : 0;
+      vs[e] = j < keys ? v[j * a.kw() + long(kvh) * D + d] : 0;
+    }
+    __syncthreads();
+    if (active) {
+      const long mine = a.past + i + 1;  // keys this query sees
+      for (int jj = 0; jj < kCols && j0 + jj < mine; jj++) {
+        const float s = dot(qr, ks + jj * D, D);
+        if (s > m) {
+          // Rescale what was accumulated under the old maximum.
+          const float corr = expf(m - s);
+          l *= corr;
+          for (int d = 0; d < D; d++) acc[d] *= corr;
+          m = s;
+        }
+        const float p = expf(s - m);
+        l += p;
+        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    for (int d = 0; d < D; d++) out[i * a.qw() + long(h) * D + d] = acc[d] / l;
+  }
+}
+
+// attention_backward_kernel1 (readable): one thread per (query, head). With
+// p_j the softmax of s_j = scale q.k_j, dp_j = dout.v_j and
+// delta = sum_j p_j dp_j: ds_j = p_j (dp_j - delta), dq = scale sum_j ds_j
+// k_j (overwritten), dk_j += scale ds_j q and dv_j += p_j dout (atomics).
+__global__ void attention_backward_kernel1(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                           const float* k, const float* v, AttnShape a) {
+  const long idx = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.n * a.heads) return;
+  const long i = idx / a.heads;
+  const int h = int(idx % a.heads), kvh = h / (a.heads / a.kv_heads), D = a.dim;
+  const long off = i * a.qw() + long(h) * D;
+  const float *qi = q + off, *doi = dout + off;
+  float* dqi = dq + off;
+  const long keys = a.past + i + 1;
+  float m = -INFINITY;
+  for (long j = 0; j < keys; j++) m = fmaxf(m, a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D));
+  float l = 0;
+  for (long j = 0; j < keys; j++) l += expf(a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D) - m);
+  const float lse = m + logf(l);
+  float delta = 0;
+  for (long j = 0; j < keys; j++) {
+    const float* kj = k + j * a.kw() + long(kvh) * D;
+    const float* vj = v + j * a.kw() + long(kvh) * D;
+    delta += expf(a.scale * dot(qi, kj, D) - lse) * dot(doi, vj, D);
+  }
+  for (int d = 0; d < D; d++) dqi[d] = 0;
+  for (long j = 0; j < keys; j++) {
+    const long kvoff = j * a.kw() + long(kvh) * D;
+    const float p = expf(a.scale * dot(qi, k + kvoff, D) - lse);
+    const float ds = p * (dot(doi, v + kvoff, D) - delta) * a.scale;
+    for (int d = 0; d < D; d++) {
+      dqi[d] += ds * k[kvoff + d];
+      atomicAdd(&dk[kvoff + d], ds * qi[d]);
+      atomicAdd(&dv[kvoff + d], p * doi[d]);
+    }
+  }
+}
+
+}  // namespace hone
+
+using namespace hone;
+
+extern "C" {
+
+int hone_attention(hone_ctx* c, float* out, const float* q, const float* k, const float* v, long n, int heads,
+                   int kv_heads, int head_dim, long past, float scale) {
+  HONE_ENTRY(c);
+  if (n == 0) return 0;
+  const AttnShape a{n, past, heads, kv_heads, head_dim, scale};
+  if (c->variant == HONE_VARIANT_FAST && head_dim <= kMaxDim) {
+    const dim3 grid(unsigned(ceil_div(n, kRows)), unsigned(heads));
+    HONE_LAUNCH(attention_kernel2, grid, kRows, 2 * kCols * head_dim * sizeof(float), c->stream, out, q, k, v, a);
+  } else {
+    HONE_LAUNCH(attention_kernel1, unsigned(ceil_div(n * heads, 64)), 64, 0, c->stream, out, q, k, v, a);
+  }
+  return check_launch(c, "attention");
+}
+
+int hone_attention_backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* dout, const float* q,
+                            const float* k, const float* v, long n, int heads, int kv_heads, int head_dim, long past,
+                            float scale) {
+  HONE_ENTRY(c);
+  if (n == 0) return 0;
+  const AttnShape a{n, past, heads, kv_heads, head_dim, scale};
+  HONE_LAUNCH(attention_backward_kernel1, unsigned(ceil_div(n * heads, 64)), 64, 0, c->stream, dq, dk, dv, dout, q, k,
+              v, a);
+  return check_launch(c, "attention_backward");
+}
+
+}  // extern "C"

@@ -1,0 +1,100 @@
+/* hone_cuda.h: the C interface of hone's CUDA kernels, what the Go backend
+ * (kernels/cuda) calls through cgo. The same functions are built by nvcc for
+ * the device and by g++ against the host shim (emu/) for the tests.
+ *
+ * Conventions: tensors are dense row-major float32 device pointers; index
+ * arrays (ids, positions, targets) and RoPE frequencies are HOST pointers
+ * that the call copies into the context's device workspace (the interface
+ * change that uploads them once per forward is in DESIGN.md). Every function
+ * returns 0, or -1 with the error in hone_last_error; an error is sticky:
+ * once set, calls return -1 without running until hone_clear_error. */
+#ifndef HONE_CUDA_H
+#define HONE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hone_ctx hone_ctx;
+
+/* Kernel variants: the readable kernels, or the faster ones beside them. */
+enum { HONE_VARIANT_READABLE = 0, HONE_VARIANT_FAST = 1 };
+
+/* hone_create makes a context on device (a stream, a cuBLAS handle, a
+ * workspace) and stores it in *out, or returns -1 with the reason in err. */
+int hone_create(hone_ctx** out, int device, int variant, char* err, size_t errlen);
+void hone_destroy(hone_ctx* c);
+const char* hone_last_error(hone_ctx* c);
+void hone_clear_error(hone_ctx* c);
+/* hone_set_chunk sets how many logits (rows x vocabulary columns) one chunk
+ * of hone_token_logprobs may hold. */
+void hone_set_chunk(hone_ctx* c, long elems);
+
+int hone_malloc(hone_ctx* c, void** p, size_t bytes);
+int hone_free(hone_ctx* c, void* p);
+int hone_upload(hone_ctx* c, void* dst, const void* src, size_t bytes);
+int hone_download(hone_ctx* c, void* dst, const void* src, size_t bytes);
+int hone_copy(hone_ctx* c, void* dst, const void* src, size_t bytes);
+int hone_zero(hone_ctx* c, void* p, size_t bytes);
+int hone_sync(hone_ctx* c);
+
+/* C = alpha*op(A)*op(B) + beta*C, row-major, batch >= 1 with element strides
+ * (stride_b 0: B shared across the batch), through cuBLAS. */
+int hone_gemm(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k, float alpha, const float* a,
+              long stride_a, const float* b, long stride_b, float beta, float* out, long stride_c, long batch);
+
+int hone_fill(hone_ctx* c, float* x, long n, float v);
+int hone_add(hone_ctx* c, float* dst, const float* a, const float* b, long n);
+int hone_mul(hone_ctx* c, float* dst, const float* a, const float* b, long n);
+int hone_scale(hone_ctx* c, float* dst, const float* a, float s, long n);
+int hone_axpy(hone_ctx* c, float* dst, const float* x, float s, long n);
+int hone_add_row(hone_ctx* c, float* dst, const float* v, long rows, long width);
+int hone_sum_rows(hone_ctx* c, float* dst, const float* x, long rows, long width);
+/* hone_sum stores the sum (squares: of squares) of x in *host_out. */
+int hone_sum(hone_ctx* c, double* host_out, const float* x, long n, int squares);
+
+int hone_rmsnorm(hone_ctx* c, float* out, const float* x, const float* w, long rows, long width, float eps);
+/* dw may be NULL. */
+int hone_rmsnorm_backward(hone_ctx* c, float* dx, float* dw, const float* dy, const float* x, const float* w,
+                          long rows, long width, float eps);
+
+int hone_rope(hone_ctx* c, float* x, const int32_t* host_pos, const float* host_freqs, long rows, long width,
+              long half, int inverse);
+
+int hone_attention(hone_ctx* c, float* out, const float* q, const float* k, const float* v, long n, int heads,
+                   int kv_heads, int head_dim, long past, float scale);
+int hone_attention_backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* dout, const float* q,
+                            const float* k, const float* v, long n, int heads, int kv_heads, int head_dim, long past,
+                            float scale);
+
+int hone_silu(hone_ctx* c, float* out, const float* x, long n);
+int hone_swiglu(hone_ctx* c, float* out, const float* gate, const float* up, long n);
+int hone_swiglu_backward(hone_ctx* c, float* dgate, float* dup, const float* dout, const float* gate,
+                         const float* up, long n);
+
+int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* host_ids, long n, long width);
+int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* host_ids, long n,
+                            long width);
+
+/* negate: store -logp (cross-entropy). */
+int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* host_targets, long n, long vocab,
+                  int negate);
+int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* host_targets,
+                           const float* dlogp, long n, long vocab);
+int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const float* w,
+                        const int32_t* host_targets, long n, long hidden, long vocab);
+/* dw may be NULL. */
+int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
+                                 const int32_t* host_targets, const float* dlogp, long n, long hidden, long vocab);
+
+int hone_adamw(hone_ctx* c, float* p, const float* g, float* m, float* v, long n, float lr, float beta1, float beta2,
+               float eps, float wd, int step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HONE_CUDA_H */

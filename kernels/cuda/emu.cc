@@ -1,0 +1,13 @@
+//go:build cgo && !cuda
+
+// emu.cc: the kernel sources of csrc/, compiled for the host against the
+// CUDA-semantics shim (HONE_CUDA_EMU, set in emu.go) as one translation
+// unit. sources.go embeds csrc/ so that editing a kernel rebuilds this.
+#include "csrc/attention.cu"
+#include "csrc/context.cu"
+#include "csrc/elementwise.cu"
+#include "csrc/embedding.cu"
+#include "csrc/logprob.cu"
+#include "csrc/reduce.cu"
+#include "csrc/rmsnorm.cu"
+#include "csrc/rope.cu"

@@ -1,0 +1,323 @@
+//go:build cgo
+
+package cuda
+
+/*
+#include "csrc/hone_cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+
+	"github.com/hone-rl/hone/kernels"
+)
+
+func cbool(v bool) C.int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// MatMul implements kernels.Backend: one (strided-batched) cuBLAS GEMM.
+func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, beta float32) {
+	as, bs, cs := a.Shape(), bm.Shape(), c.Shape()
+	batch := 1
+	if len(as) == 3 {
+		batch = as[0]
+		as = as[1:]
+		if len(cs) != 3 || cs[0] != batch {
+			panic(fmt.Sprintf("kernels/cuda: matmul batched A %v needs C [%d,M,N], got %v", a.Shape(), batch, c.Shape()))
+		}
+		cs = cs[1:]
+	}
+	bBatched := len(bs) == 3
+	if bBatched {
+		if bs[0] != batch {
+			panic(fmt.Sprintf("kernels/cuda: matmul batch mismatch A %v B %v", a.Shape(), bm.Shape()))
+		}
+		bs = bs[1:]
+	}
+	if len(as) != 2 || len(bs) != 2 || len(cs) != 2 {
+		panic(fmt.Sprintf("kernels/cuda: matmul shapes A %v B %v C %v", a.Shape(), bm.Shape(), c.Shape()))
+	}
+	m, ka := as[0], as[1]
+	if transA {
+		m, ka = ka, m
+	}
+	kb, n := bs[0], bs[1]
+	if transB {
+		kb, n = n, kb
+	}
+	if ka != kb || cs[0] != m || cs[1] != n {
+		panic(fmt.Sprintf("kernels/cuda: matmul A %v(T=%v) B %v(T=%v) C %v", a.Shape(), transA, bm.Shape(), transB, c.Shape()))
+	}
+	strideB := 0
+	if bBatched {
+		strideB = ka * n
+	}
+	b.call("matmul", func(x *C.hone_ctx) C.int {
+		return C.hone_gemm(x, cbool(transA), cbool(transB), C.long(m), C.long(n), C.long(ka), C.float(alpha),
+			fp(a), C.long(m*ka), fp(bm), C.long(strideB), C.float(beta), fp(c), C.long(m*n), C.long(batch))
+	})
+}
+
+func binary(op string, dst, a, bt kernels.Tensor) {
+	mustLen(op, a.Len(), dst.Len())
+	mustLen(op, bt.Len(), dst.Len())
+}
+
+// Add implements kernels.Backend.
+func (b *Backend) Add(dst, x, y kernels.Tensor) {
+	binary("add", dst, x, y)
+	b.call("add", func(c *C.hone_ctx) C.int { return C.hone_add(c, fp(dst), fp(x), fp(y), C.long(dst.Len())) })
+}
+
+// Mul implements kernels.Backend.
+func (b *Backend) Mul(dst, x, y kernels.Tensor) {
+	binary("mul", dst, x, y)
+	b.call("mul", func(c *C.hone_ctx) C.int { return C.hone_mul(c, fp(dst), fp(x), fp(y), C.long(dst.Len())) })
+}
+
+// Scale implements kernels.Backend.
+func (b *Backend) Scale(dst, x kernels.Tensor, s float32) {
+	mustLen("scale", x.Len(), dst.Len())
+	b.call("scale", func(c *C.hone_ctx) C.int { return C.hone_scale(c, fp(dst), fp(x), C.float(s), C.long(dst.Len())) })
+}
+
+// AXPY implements kernels.Backend.
+func (b *Backend) AXPY(dst, x kernels.Tensor, s float32) {
+	mustLen("axpy", x.Len(), dst.Len())
+	b.call("axpy", func(c *C.hone_ctx) C.int { return C.hone_axpy(c, fp(dst), fp(x), C.float(s), C.long(dst.Len())) })
+}
+
+// AddRow implements kernels.Backend.
+func (b *Backend) AddRow(dst, v kernels.Tensor) {
+	n, w := rows(dst)
+	mustLen("addrow", v.Len(), w)
+	b.call("addrow", func(c *C.hone_ctx) C.int { return C.hone_add_row(c, fp(dst), fp(v), C.long(n), C.long(w)) })
+}
+
+// SumRows implements kernels.Backend.
+func (b *Backend) SumRows(dst, x kernels.Tensor) {
+	n, w := rows(x)
+	mustLen("sumrows", dst.Len(), w)
+	b.call("sumrows", func(c *C.hone_ctx) C.int { return C.hone_sum_rows(c, fp(dst), fp(x), C.long(n), C.long(w)) })
+}
+
+func (b *Backend) sum(x kernels.Tensor, squares bool) float64 {
+	var out C.double
+	b.call("sum", func(c *C.hone_ctx) C.int { return C.hone_sum(c, &out, fp(x), C.long(x.Len()), cbool(squares)) })
+	return float64(out)
+}
+
+// Sum implements kernels.Backend (a device reduction, then one 8-byte copy).
+func (b *Backend) Sum(x kernels.Tensor) float64 { return b.sum(x, false) }
+
+// SumSquares implements kernels.Backend.
+func (b *Backend) SumSquares(x kernels.Tensor) float64 { return b.sum(x, true) }
+
+// RMSNorm implements kernels.Backend.
+func (b *Backend) RMSNorm(out, x, w kernels.Tensor, eps float32) {
+	n, width := rows(x)
+	mustLen("rmsnorm out", out.Len(), x.Len())
+	mustLen("rmsnorm weight", w.Len(), width)
+	b.call("rmsnorm", func(c *C.hone_ctx) C.int {
+		return C.hone_rmsnorm(c, fp(out), fp(x), fp(w), C.long(n), C.long(width), C.float(eps))
+	})
+}
+
+// RMSNormBackward implements kernels.Backend.
+func (b *Backend) RMSNormBackward(dx, dw, dy, x, w kernels.Tensor, eps float32) {
+	n, width := rows(x)
+	mustLen("rmsnorm backward dx", dx.Len(), x.Len())
+	mustLen("rmsnorm backward dy", dy.Len(), x.Len())
+	mustLen("rmsnorm backward w", w.Len(), width)
+	if dw != nil {
+		mustLen("rmsnorm backward dw", dw.Len(), width)
+	}
+	b.call("rmsnorm backward", func(c *C.hone_ctx) C.int {
+		return C.hone_rmsnorm_backward(c, fp(dx), optFP(dw), fp(dy), fp(x), fp(w), C.long(n), C.long(width), C.float(eps))
+	})
+}
+
+// RoPE implements kernels.Backend.
+func (b *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse bool) {
+	n, width := rows(x)
+	half := len(freqs)
+	if len(pos) != n || half == 0 || width%(2*half) != 0 {
+		panic(fmt.Sprintf("kernels/cuda: rope x %v with %d positions, %d frequencies", x.Shape(), len(pos), half))
+	}
+	b.call("rope", func(c *C.hone_ctx) C.int {
+		return C.hone_rope(c, fp(x), i32(pos), (*C.float)(&freqs[0]), C.long(n), C.long(width), C.long(half), cbool(inverse))
+	})
+}
+
+// checkAttn validates an attention call's shapes and returns the query count.
+func checkAttn(out, q, k, v kernels.Tensor, a kernels.Attn) int {
+	if a.Heads <= 0 || a.KVHeads <= 0 || a.HeadDim <= 0 || a.Heads%a.KVHeads != 0 || a.Past < 0 {
+		panic(fmt.Sprintf("kernels/cuda: attention %+v", a))
+	}
+	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	n := q.Len() / qw
+	if q.Len() != n*qw || out.Len() != q.Len() || k.Len() != (a.Past+n)*kw || v.Len() != k.Len() {
+		panic(fmt.Sprintf("kernels/cuda: attention %+v: q %v k %v v %v out %v", a, q.Shape(), k.Shape(), v.Shape(), out.Shape()))
+	}
+	return n
+}
+
+// Attention implements kernels.Backend.
+func (b *Backend) Attention(out, q, k, v kernels.Tensor, a kernels.Attn) {
+	n := checkAttn(out, q, k, v, a)
+	b.call("attention", func(c *C.hone_ctx) C.int {
+		return C.hone_attention(c, fp(out), fp(q), fp(k), fp(v), C.long(n), C.int(a.Heads), C.int(a.KVHeads),
+			C.int(a.HeadDim), C.long(a.Past), C.float(a.Scale))
+	})
+}
+
+// AttentionBackward implements kernels.Backend.
+func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v kernels.Tensor, a kernels.Attn) {
+	n := checkAttn(dout, q, k, v, a)
+	mustLen("attention backward dq", dq.Len(), q.Len())
+	mustLen("attention backward dk", dk.Len(), k.Len())
+	mustLen("attention backward dv", dv.Len(), v.Len())
+	b.call("attention backward", func(c *C.hone_ctx) C.int {
+		return C.hone_attention_backward(c, fp(dq), fp(dk), fp(dv), fp(dout), fp(q), fp(k), fp(v), C.long(n),
+			C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), C.long(a.Past), C.float(a.Scale))
+	})
+}
+
+// SiLU implements kernels.Backend.
+func (b *Backend) SiLU(out, x kernels.Tensor) {
+	mustLen("silu", x.Len(), out.Len())
+	b.call("silu", func(c *C.hone_ctx) C.int { return C.hone_silu(c, fp(out), fp(x), C.long(out.Len())) })
+}
+
+// SwiGLU implements kernels.Backend.
+func (b *Backend) SwiGLU(out, gate, up kernels.Tensor) {
+	binary("swiglu", out, gate, up)
+	b.call("swiglu", func(c *C.hone_ctx) C.int { return C.hone_swiglu(c, fp(out), fp(gate), fp(up), C.long(out.Len())) })
+}
+
+// SwiGLUBackward implements kernels.Backend.
+func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
+	binary("swiglu backward", dout, gate, up)
+	mustLen("swiglu backward dgate", dgate.Len(), dout.Len())
+	mustLen("swiglu backward dup", dup.Len(), dout.Len())
+	b.call("swiglu backward", func(c *C.hone_ctx) C.int {
+		return C.hone_swiglu_backward(c, fp(dgate), fp(dup), fp(dout), fp(gate), fp(up), C.long(dout.Len()))
+	})
+}
+
+func checkIDs(op string, ids []int32, vocab int) {
+	for _, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			panic(fmt.Sprintf("kernels/cuda: %s: id %d outside [0,%d)", op, id, vocab))
+		}
+	}
+}
+
+// Embedding implements kernels.Backend.
+func (b *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
+	vocab, width := rows(table)
+	mustLen("embedding out", out.Len(), len(ids)*width)
+	checkIDs("embedding", ids, vocab)
+	b.call("embedding", func(c *C.hone_ctx) C.int {
+		return C.hone_embedding(c, fp(out), fp(table), i32(ids), C.long(len(ids)), C.long(width))
+	})
+}
+
+// EmbeddingBackward implements kernels.Backend.
+func (b *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
+	vocab, width := rows(dtable)
+	mustLen("embedding backward dout", dout.Len(), len(ids)*width)
+	checkIDs("embedding backward", ids, vocab)
+	b.call("embedding backward", func(c *C.hone_ctx) C.int {
+		return C.hone_embedding_backward(c, fp(dtable), fp(dout), i32(ids), C.long(len(ids)), C.long(width))
+	})
+}
+
+func checkTargets(op string, targets []int32, n, vocab int) {
+	if len(targets) != n {
+		panic(fmt.Sprintf("kernels/cuda: %s: %d targets for %d rows", op, len(targets), n))
+	}
+	checkIDs(op, targets, vocab)
+}
+
+func (b *Backend) logprobs(op string, out, logits kernels.Tensor, targets []int32, negate bool) {
+	n, vocab := rows(logits)
+	mustLen(op+" out", out.Len(), n)
+	checkTargets(op, targets, n, vocab)
+	b.call(op, func(c *C.hone_ctx) C.int {
+		return C.hone_logprobs(c, fp(out), fp(logits), i32(targets), C.long(n), C.long(vocab), cbool(negate))
+	})
+}
+
+// LogProbs implements kernels.Backend.
+func (b *Backend) LogProbs(logp, logits kernels.Tensor, targets []int32) {
+	b.logprobs("logprobs", logp, logits, targets, false)
+}
+
+// CrossEntropy implements kernels.Backend.
+func (b *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
+	b.logprobs("cross entropy", loss, logits, targets, true)
+}
+
+// LogProbsBackward implements kernels.Backend.
+func (b *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+	n, vocab := rows(logits)
+	mustLen("logprobs backward dlogits", dlogits.Len(), logits.Len())
+	mustLen("logprobs backward dlogp", dlogp.Len(), n)
+	checkTargets("logprobs backward", targets, n, vocab)
+	b.call("logprobs backward", func(c *C.hone_ctx) C.int {
+		return C.hone_logprobs_backward(c, fp(dlogits), fp(logits), i32(targets), fp(dlogp), C.long(n), C.long(vocab))
+	})
+}
+
+func checkToken(op string, h, w kernels.Tensor, targets []int32) (n, hid, vocab int) {
+	n, hid = rows(h)
+	vocab, wh := rows(w)
+	if wh != hid {
+		panic(fmt.Sprintf("kernels/cuda: %s: h %v w %v", op, h.Shape(), w.Shape()))
+	}
+	checkTargets(op, targets, n, vocab)
+	return n, hid, vocab
+}
+
+// TokenLogProbs implements kernels.Backend: logits formed one vocabulary
+// chunk at a time by cuBLAS, an online log-sum-exp across the chunks.
+func (b *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32) {
+	n, hid, vocab := checkToken("token logprobs", h, w, targets)
+	mustLen("token logprobs out", logp.Len(), n)
+	mustLen("token logprobs lse", lse.Len(), n)
+	b.call("token logprobs", func(c *C.hone_ctx) C.int {
+		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), fp(w), i32(targets), C.long(n), C.long(hid), C.long(vocab))
+	})
+}
+
+// TokenLogProbsBackward implements kernels.Backend.
+func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+	n, hid, vocab := checkToken("token logprobs backward", h, w, targets)
+	mustLen("token logprobs backward dh", dh.Len(), h.Len())
+	mustLen("token logprobs backward lse", lse.Len(), n)
+	mustLen("token logprobs backward dlogp", dlogp.Len(), n)
+	if dw != nil {
+		mustLen("token logprobs backward dw", dw.Len(), w.Len())
+	}
+	b.call("token logprobs backward", func(c *C.hone_ctx) C.int {
+		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), fp(w), fp(lse), i32(targets), fp(dlogp),
+			C.long(n), C.long(hid), C.long(vocab))
+	})
+}
+
+// AdamWStep implements kernels.Backend.
+func (b *Backend) AdamWStep(param, grad, m, v kernels.Tensor, o kernels.AdamW) {
+	for _, l := range []int{grad.Len(), m.Len(), v.Len()} {
+		mustLen("adamw", l, param.Len())
+	}
+	b.call("adamw", func(c *C.hone_ctx) C.int {
+		return C.hone_adamw(c, fp(param), fp(grad), fp(m), fp(v), C.long(param.Len()), C.float(o.LR), C.float(o.Beta1),
+			C.float(o.Beta2), C.float(o.Eps), C.float(o.WeightDecay), C.int(o.Step))
+	})
+}
