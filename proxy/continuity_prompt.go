@@ -217,17 +217,21 @@ func (k *continuity) remember(c *capture.Call) {
 		hs := prefixHashes(seedHash(in), msgs)
 		prefix = hs[len(hs)-1]
 	}
-	var buf []byte
 	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if len(ch.TokenIDs) == 0 || ch.FinishReason == "" {
-			continue
-		}
-		buf = replyCanon(buf[:0], ch)
-		ids := make([]int32, 0, len(c.PromptIDs)+len(ch.TokenIDs))
-		ids = append(append(ids, c.PromptIDs...), ch.TokenIDs...)
-		k.turns.Add(turnKey(c.Session, prefix.chain(buf)), &servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
+		k.rememberTurn(c.Session, prefix, c.PromptIDs, &c.Choices[i])
 	}
+}
+
+// rememberTurn stores one served choice: the conversation prefix plus the
+// reply, by meaning, maps to the prompt and sampled ids.
+func (k *continuity) rememberTurn(session string, prefix prefixHash, prompt []int32, ch *capture.Choice) {
+	if len(ch.TokenIDs) == 0 || ch.FinishReason == "" || session == "" || len(prompt) == 0 {
+		return
+	}
+	ids := make([]int32, 0, len(prompt)+len(ch.TokenIDs))
+	ids = append(append(ids, prompt...), ch.TokenIDs...)
+	k.turns.Add(turnKey(session, prefix.chain(replyCanon(nil, ch))),
+		&servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
 }
 
 func (k *continuity) isEOS(id int32) bool {

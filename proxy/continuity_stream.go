@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/tidwall/gjson"
 )
@@ -33,6 +34,7 @@ type streamChoice struct {
 	lps     []contLogprobEntry // not yet sent with a chunk
 	ids     []int32
 	hasLP   bool
+	served  capture.Choice // what the client gets, for the served-turn cache
 }
 
 func (p *plan) chatStream(r io.Reader) io.Reader {
@@ -140,6 +142,7 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 	}
 	ids, lps := s.p.tokens(c)
 	sc.ids = append(sc.ids, ids...)
+	sc.served.TokenIDs = append(sc.served.TokenIDs, ids...)
 	sc.lps = append(sc.lps, lps...)
 	sc.hasLP = sc.hasLP || lps != nil
 	deltas := sc.parser.Push(c.Get("text").String())
@@ -158,12 +161,18 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 				dc.Function = &contDeltaFunction{Name: t.Name, Arguments: t.Arguments}
 			}
 			cc.Delta.ToolCalls = []contDeltaCall{dc}
+			for len(sc.served.ToolCalls) <= t.Index {
+				sc.served.ToolCalls = append(sc.served.ToolCalls, capture.ToolCall{Index: len(sc.served.ToolCalls)})
+			}
+			sc.served.ToolCalls[t.Index].Name += t.Name
+			sc.served.ToolCalls[t.Index].Arguments += t.Arguments
 		case d.Reasoning != "":
 			r := d.Reasoning
 			cc.Delta.Reasoning = &r
 		default:
 			t := d.Content
 			cc.Delta.Content = &t
+			sc.served.Content += t
 		}
 		s.attach(sc, &cc)
 		s.emit(s.with(head, cc))
@@ -172,6 +181,10 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 		return
 	}
 	cc := contChunkChoice{Index: idx, FinishReason: finishReason(fin, sc.tools), StopReason: rawOrNull(c.Get("stop_reason"))}
+	// the turn is remembered before the client can have it: its next call
+	// may come before this call is recorded
+	sc.served.FinishReason = *cc.FinishReason
+	s.p.k.rememberTurn(s.p.session, s.p.prefix, s.p.ids, &sc.served)
 	s.attach(sc, &cc)
 	s.emit(s.with(head, cc))
 }

@@ -1,0 +1,375 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
+)
+
+// The outputs a scripted engine samples in the calculator session: reasoning
+// then a tool call; reasoning then the answer; a closing reply.
+var calcOutputs = []string{
+	"<think>\nI need the tool.\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 23\", \"n\": 1}}\n</tool_call><|im_end|>",
+	"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>",
+	"You are welcome.<|im_end|>",
+}
+
+const calcTool = `{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic",` +
+	`"parameters":{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}}}`
+
+// startContinuity starts hone in front of a scripted engine with a capture
+// store, in the given continuity mode, and waits for the probe.
+func startContinuity(t *testing.T, mode string, v *scriptedVLLM) (*testHone, *capture.Store) {
+	t.Helper()
+	stub := newStub(t)
+	stub.answer = v.handle
+	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	h := startHoneWith(t, store, func(o *Options) {
+		o.Continuity = mode
+		o.Upstream.Tokenizer = tinyModel
+	}, stub)
+	if mode == ContinuityTokens {
+		waitProbe(t, h.s, stub.url())
+	}
+	return h, store
+}
+
+func waitProbe(t *testing.T, s *Server, url string) *engineContinuity {
+	t.Helper()
+	if s.cont == nil {
+		t.Fatalf("tokens mode is off: %s", s.contWhy)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := s.cont.state(url); st != nil {
+			return st
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the engine was never probed")
+	return nil
+}
+
+// chatTurn posts one chat call of a session and returns the assistant
+// message the client got (aggregated from the chunks when streamed) and
+// the raw body.
+func chatTurn(t *testing.T, h *testHone, session string, msgs []any, stream bool, extra ...string) (map[string]any, []byte) {
+	t.Helper()
+	req := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
+		"max_tokens": 64, "stream": stream}
+	body, _ := json.Marshal(req)
+	hdr := map[string]string{"X-Hone-Session": session}
+	for i := 0; i+1 < len(extra); i += 2 {
+		hdr[extra[i]] = extra[i+1]
+	}
+	r := post(t, h.url, "/v1/chat/completions", body, hdr)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if !stream {
+		var resp struct {
+			Choices []struct {
+				Message      map[string]any `json:"message"`
+				FinishReason string         `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(r.body, &resp); err != nil || len(resp.Choices) != 1 {
+			t.Fatalf("answer %s: %v", r.body, err)
+		}
+		m := resp.Choices[0].Message
+		m["finish_reason"] = resp.Choices[0].FinishReason
+		return m, r.body
+	}
+	return aggregateStream(t, r.body), r.body
+}
+
+// aggregateStream folds a chat stream into the message a client builds.
+func aggregateStream(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var content, reasoning strings.Builder
+	var hasContent bool
+	type call struct{ id, name, args string }
+	var calls []*call
+	fin := ""
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		ch := gjson.Get(data, "choices.0")
+		d := ch.Get("delta")
+		if c := d.Get("content"); c.Exists() && c.String() != "" {
+			content.WriteString(c.String())
+			hasContent = true
+		}
+		reasoning.WriteString(d.Get("reasoning").String())
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			i := int(tc.Get("index").Int())
+			for len(calls) <= i {
+				calls = append(calls, &call{})
+			}
+			c := calls[i]
+			if id := tc.Get("id").String(); id != "" {
+				c.id = id
+			}
+			c.name += tc.Get("function.name").String()
+			c.args += tc.Get("function.arguments").String()
+			return true
+		})
+		if f := ch.Get("finish_reason"); f.Type == gjson.String {
+			fin = f.Str
+		}
+	}
+	m := map[string]any{"role": "assistant", "content": nil, "finish_reason": fin}
+	if hasContent {
+		m["content"] = content.String()
+	}
+	if reasoning.Len() > 0 {
+		m["reasoning"] = reasoning.String()
+	}
+	if len(calls) > 0 {
+		var tcs []any
+		for _, c := range calls {
+			tcs = append(tcs, map[string]any{"id": c.id, "type": "function",
+				"function": map[string]any{"name": c.name, "arguments": c.args}})
+		}
+		m["tool_calls"] = tcs
+	}
+	return m
+}
+
+// reserialise sends a served assistant message back the way the Vercel AI
+// SDK, Mastra or LangGraph.js do: tool-call arguments parsed and written
+// again compactly with the keys in another order, reasoning dropped.
+func reserialise(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	out := map[string]any{"role": "assistant", "content": m["content"]}
+	tcs, _ := m["tool_calls"].([]any)
+	var calls []any
+	for _, x := range tcs {
+		tc := x.(map[string]any)
+		fn := tc["function"].(map[string]any)
+		var args map[string]any
+		if err := json.Unmarshal([]byte(fn["arguments"].(string)), &args); err != nil {
+			t.Fatalf("arguments %v: %v", fn["arguments"], err)
+		}
+		keys := make([]string, 0, len(args))
+		for k := range args {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Reverse(keys)
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			vb, _ := json.Marshal(args[k])
+			sb.Write(kb)
+			sb.WriteByte(':')
+			sb.Write(vb)
+		}
+		sb.WriteByte('}')
+		calls = append(calls, map[string]any{"id": tc["id"], "type": "function",
+			"function": map[string]any{"name": fn["name"], "arguments": sb.String()}})
+	}
+	if calls != nil {
+		out["tool_calls"] = calls
+	}
+	return out
+}
+
+// calcSession runs the three calls of the calculator session; edit changes
+// the first user turn before the third call.
+func calcSession(t *testing.T, h *testHone, session string, stream, edit bool) []map[string]any {
+	t.Helper()
+	msgs := []any{
+		map[string]any{"role": "system", "content": "You are a calculator agent."},
+		map[string]any{"role": "user", "content": "What is 17 * 23?"},
+	}
+	m1, raw := chatTurn(t, h, session, msgs, stream)
+	if !stream && (gjson.GetBytes(raw, "choices.0.logprobs").Type != gjson.Null ||
+		gjson.GetBytes(raw, "choices.0.token_ids").Type != gjson.Null || gjson.GetBytes(raw, "prompt_token_ids").Type != gjson.Null) {
+		t.Errorf("what hone asked for reached the client: %s", raw)
+	}
+	tcs, _ := m1["tool_calls"].([]any)
+	if len(tcs) != 1 {
+		t.Fatalf("first answer has no tool call: %v", m1)
+	}
+	id := tcs[0].(map[string]any)["id"]
+	msgs = append(msgs, reserialise(t, m1), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
+	m2, _ := chatTurn(t, h, session, msgs, stream)
+	msgs = append(msgs, map[string]any{"role": "assistant", "content": m2["content"]},
+		map[string]any{"role": "user", "content": "Thanks!"})
+	if edit {
+		msgs[1] = map[string]any{"role": "user", "content": "What is 17 * 24?"}
+	}
+	m3, _ := chatTurn(t, h, session, msgs, stream, "X-Hone-Reward", "1", "X-Hone-Commit", "1")
+	return []map[string]any{m1, m2, m3}
+}
+
+// sessionDrift waits until the rewarded, committed session's experiences
+// are built and returns its drift count, its trajectories (leaves) and its
+// calls in order.
+func sessionDrift(t *testing.T, store *capture.Store, id string, calls int) (int, int, []*capture.Call) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sess, cs, err := store.GetSession(context.Background(), id)
+		if err == nil && sess.Calls == calls && len(cs) == calls && len(sess.Cursors) > 0 {
+			slices.SortFunc(cs, func(a, b *capture.Call) int { return a.Start.Compare(b.Start) })
+			return sess.Drift, len(sess.Cursors), cs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: %v calls stored, err %v", id, sess, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// extends reports whether each call's prompt starts with the previous
+// call's prompt and completion.
+func extends(cs []*capture.Call) int {
+	for i := 1; i < len(cs); i++ {
+		prev := slices.Concat(cs[i-1].PromptIDs, cs[i-1].Choices[0].TokenIDs)
+		if len(cs[i].PromptIDs) < len(prev) || !slices.Equal(cs[i].PromptIDs[:len(prev)], prev) {
+			return i
+		}
+	}
+	return 0
+}
+
+// TestContinuitySession: a client that re-serialises tool-call arguments
+// (compact, keys reordered) and drops reasoning, with Qwen3's template
+// (which drops earlier <think> blocks): in tokens mode every call extends
+// the previous path (drift 0, one trajectory); observing, each of the two
+// later calls drifts. The client gets the same messages either way.
+func TestContinuitySession(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		stream bool
+		drift  int
+	}{
+		{ContinuityTokens, false, 0},
+		{ContinuityTokens, true, 0},
+		{ContinuityObserve, false, 2},
+	} {
+		t.Run(tc.mode+map[bool]string{true: "-stream", false: ""}[tc.stream], func(t *testing.T) {
+			v := newScriptedVLLM(t, calcOutputs...)
+			h, store := startContinuity(t, tc.mode, v)
+			got := calcSession(t, h, "s1", tc.stream, false)
+			drift, leaves, cs := sessionDrift(t, store, "s1", 3)
+			if drift != tc.drift || leaves != tc.drift+1 {
+				t.Errorf("drift %d and %d trajectories, want %d and %d", drift, leaves, tc.drift, tc.drift+1)
+			}
+			if bad := extends(cs); (tc.drift == 0) != (bad == 0) {
+				t.Errorf("call %d does not extend the previous path (drift %d)", bad, drift)
+			}
+			want := "/v1/chat/completions"
+			if tc.mode == ContinuityTokens {
+				want = "/v1/completions"
+			}
+			if r := v.routes(); len(r) != 3 || r[0] != want || r[2] != want {
+				t.Errorf("engine routes %v, want %s", r, want)
+			}
+			m1, m2, m3 := got[0], got[1], got[2]
+			call := m1["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
+			if call["name"] != "calculator" || call["arguments"] != `{"expression": "17 * 23", "n": 1}` ||
+				m1["reasoning"] != "\nI need the tool.\n" {
+				t.Errorf("first answer %v", m1)
+			}
+			if c, _ := m1["content"].(string); m1["finish_reason"] != "tool_calls" || strings.TrimSpace(c) != "" {
+				t.Errorf("first answer finish %v content %v", m1["finish_reason"], m1["content"])
+			}
+			if !strings.Contains(m2["content"].(string), "17 * 23 = 391.") || m2["finish_reason"] != "stop" {
+				t.Errorf("second answer %v", m2)
+			}
+			if m3["content"] != "You are welcome." {
+				t.Errorf("third answer %v", m3)
+			}
+			for i, c := range cs {
+				if len(c.Choices) != 1 || len(c.Choices[0].Logprobs) != len(c.Choices[0].TokenIDs) || len(c.PromptIDs) == 0 {
+					t.Errorf("call %d recorded %d prompt ids, %d logprobs for %d tokens", i, len(c.PromptIDs),
+						len(c.Choices[0].Logprobs), len(c.Choices[0].TokenIDs))
+				}
+			}
+			if tc.mode == ContinuityTokens {
+				if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced")); n != 2 {
+					t.Errorf("spliced calls %v, want 2", n)
+				}
+			}
+		})
+	}
+}
+
+// TestContinuityEditedHistory: a client that edits an earlier user turn
+// still starts a new path in tokens mode, counted as drift.
+func TestContinuityEditedHistory(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	h, store := startContinuity(t, ContinuityTokens, v)
+	calcSession(t, h, "s2", false, true)
+	drift, leaves, cs := sessionDrift(t, store, "s2", 3)
+	if drift != 1 || leaves != 2 {
+		t.Errorf("drift %d and %d trajectories, want 1 and 2", drift, leaves)
+	}
+	if bad := extends(cs); bad != 2 {
+		t.Errorf("first call not extending its predecessor: %d, want 2", bad)
+	}
+}
+
+// TestContinuityProbeMismatch: an engine whose /tokenize disagrees with
+// hone's rendering stays observed (chat completions as sent), and says so
+// on the gauge and in the readiness details.
+func TestContinuityProbeMismatch(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	v.skew = true
+	stub := newStub(t)
+	stub.answer = v.handle
+	h := startHone(t, func(o *Options) { o.Continuity, o.Upstream.Tokenizer = ContinuityTokens, tinyModel }, stub)
+	st := waitProbe(t, h.s, stub.url())
+	if st.tokens || !strings.Contains(st.reason, "differs") {
+		t.Fatalf("probe state %+v", st)
+	}
+	if g := testutil.ToFloat64(h.s.cont.active.WithLabelValues(stub.url())); g != 0 {
+		t.Errorf("hone_continuity_tokens %v, want 0", g)
+	}
+	if s := h.s.ContinuityStatus(); !strings.Contains(s, "observe on "+stub.url()) || !strings.Contains(s, "differs") {
+		t.Errorf("status %q", s)
+	}
+	calcSessionFirst(t, h)
+	if r := v.routes(); len(r) != 1 || r[0] != "/v1/chat/completions" {
+		t.Errorf("engine routes %v", r)
+	}
+}
+
+func calcSessionFirst(t *testing.T, h *testHone) {
+	t.Helper()
+	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+	if m, _ := chatTurn(t, h, "s3", msgs, false); m["tool_calls"] == nil {
+		t.Errorf("answer %v", m)
+	}
+}
+
+// TestContinuityNeedsModel: tokens mode without a model folder observes and
+// says why.
+func TestContinuityNeedsModel(t *testing.T) {
+	stub := newStub(t)
+	h := startHone(t, func(o *Options) { o.Continuity = ContinuityTokens }, stub)
+	if h.s.cont != nil || !strings.Contains(h.s.ContinuityStatus(), "--model") {
+		t.Errorf("status %q", h.s.ContinuityStatus())
+	}
+}
