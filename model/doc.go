@@ -51,7 +51,8 @@ attention (probabilities recomputed), RoPE, q/k norms and RMSNorms, and
 accumulates LoRA A/B gradients (scale alpha/r included) and, when asked,
 gradients of every weight (tied embeddings receive both the lm_head and the
 embedding contributions). Gradients are checked against finite differences
-and against PyTorch autograd (scripts/torch/qwen3_ref.py).
+and against autograd through transformers + PEFT (model/parity_test.go,
+scripts/peers/hf_model.py).
 
 # Presets
 

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/hone-rl/hone/kernels"
 )
@@ -55,6 +56,10 @@ type peftConfig struct {
 	UseRSLoRA           bool            `json:"use_rslora"`
 	InferenceMode       bool            `json:"inference_mode"`
 	BaseModelNameOrPath string          `json:"base_model_name_or_path"`
+	// Read only, to refuse what hone does not compute (never written).
+	UseDoRA      bool           `json:"use_dora,omitempty"`
+	RankPattern  map[string]any `json:"rank_pattern,omitempty"`
+	AlphaPattern map[string]any `json:"alpha_pattern,omitempty"`
 }
 
 // loraName is the PEFT tensor name of layer l, module mod, matrix "A"/"B".
@@ -157,11 +162,24 @@ func parseAdapterConfig(raw []byte) (peftConfig, []Module, error) {
 	if pc.FanInFanOut {
 		return pc, nil, fmt.Errorf("adapter_config.json: fan_in_fan_out is not supported")
 	}
+	if pc.UseDoRA {
+		return pc, nil, fmt.Errorf("adapter_config.json: use_dora (DoRA) is not supported")
+	}
+	// PEFT gives the modules these patterns match their own rank or alpha;
+	// hone scales every module of an adapter alike.
+	if len(pc.RankPattern) > 0 || len(pc.AlphaPattern) > 0 {
+		return pc, nil, fmt.Errorf("adapter_config.json: rank_pattern/alpha_pattern (per-module rank or alpha) are not supported")
+	}
 	targets, err := parseTargets(pc.TargetModules)
 	return pc, targets, err
 }
 
-// parseTargets reads target_modules: a list of names, or "all-linear".
+// parseTargets reads target_modules: a list of module names, or
+// "all-linear". As in PEFT, a name matches a module whose path ends with it,
+// so PEFT's save_pretrained may also list paths ("model.layers.3.mlp.up_proj",
+// as it does when a model has fewer than 20 targeted modules and
+// target_modules was "all-linear"); which layers an adapter changes is
+// whatever adapter_model.safetensors holds.
 func parseTargets(raw json.RawMessage) ([]Module, error) {
 	var names []string
 	if err := json.Unmarshal(raw, &names); err != nil {
@@ -172,14 +190,43 @@ func parseTargets(raw json.RawMessage) ([]Module, error) {
 		names = moduleNames[:]
 	}
 	var out []Module
+	seen := map[Module]bool{}
 	for _, n := range names {
-		mod, ok := ParseModule(n)
+		mod, ok := parseTarget(n)
 		if !ok {
 			return nil, fmt.Errorf("adapter_config.json: unsupported target module %q", n)
 		}
-		out = append(out, mod)
+		if !seen[mod] {
+			seen[mod] = true
+			out = append(out, mod)
+		}
 	}
 	return out, nil
+}
+
+// parseTarget reads one target_modules entry: a projection's name, or a
+// dotted suffix of its path model.layers.N.(self_attn|mlp).NAME.
+func parseTarget(name string) (Module, bool) {
+	parts := strings.Split(name, ".")
+	mod, ok := ParseModule(parts[len(parts)-1])
+	if !ok {
+		return 0, false
+	}
+	full := append([]string{"model", "layers", "N"}, strings.Split(mod.path(), ".")...)
+	if len(parts) > len(full) {
+		return 0, false
+	}
+	for i, p := range parts {
+		want := full[len(full)-len(parts)+i]
+		if want == "N" {
+			if n, err := strconv.Atoi(p); err != nil || n < 0 || strconv.Itoa(n) != p {
+				return 0, false
+			}
+		} else if p != want {
+			return 0, false
+		}
+	}
+	return mod, true
 }
 
 // fill uploads the adapter's tensors, checking names and shapes.

@@ -33,6 +33,10 @@ func TestLoadAdapterErrors(t *testing.T) {
 		{"unknown module", `{"r":2,"lora_alpha":4,"target_modules":["lm_head"]}`, "lm_head", good},
 		{"zero rank", `{"r":0,"lora_alpha":4,"target_modules":["q_proj"]}`, "rank", good},
 		{"rank mismatch", string(rank3), "shape", good},
+		{"dora", `{"r":2,"lora_alpha":4,"target_modules":["q_proj"],"use_dora":true}`, "use_dora", good},
+		{"alpha pattern", `{"r":2,"lora_alpha":4,"target_modules":["q_proj"],"alpha_pattern":{"q_proj":8}}`, "alpha_pattern", good},
+		{"path of no projection", `{"r":2,"lora_alpha":4,"target_modules":["model.layers.0.mlp.q_proj"]}`, "model.layers.0.mlp.q_proj", good},
+		{"bad layer", `{"r":2,"lora_alpha":4,"target_modules":["layers.x.self_attn.q_proj"]}`, "layers.x", good},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "x")
@@ -50,6 +54,17 @@ func TestLoadAdapterErrors(t *testing.T) {
 	}
 	if b, err := LoadAdapter(good, m); err != nil || b.Name != "good" || b.Layers[1][ModQ] == nil || b.Layers[1][ModK] != nil {
 		t.Fatalf("good adapter: %v", err)
+	}
+	// PEFT's save_pretrained lists module paths when it expanded
+	// "all-linear" on a model with fewer than 20 projections.
+	paths := filepath.Join(t.TempDir(), "paths")
+	os.MkdirAll(paths, 0o755)
+	raw, _ := os.ReadFile(filepath.Join(good, "adapter_model.safetensors"))
+	os.WriteFile(filepath.Join(paths, "adapter_model.safetensors"), raw, 0o644)
+	os.WriteFile(filepath.Join(paths, "adapter_config.json"),
+		[]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":["model.layers.1.self_attn.q_proj","model.layers.0.self_attn.q_proj"]}`), 0o644)
+	if b, err := LoadAdapter(paths, m); err != nil || len(b.Targets) != 1 || b.Targets[0] != ModQ || b.Layers[1][ModQ] == nil {
+		t.Fatalf("adapter with module paths: %v", err)
 	}
 }
 
