@@ -195,13 +195,14 @@ func reserialise(t *testing.T, m map[string]any) map[string]any {
 
 // calcSession runs the three calls of the calculator session; edit changes
 // the first user turn before the third call.
-func calcSession(t *testing.T, h *testHone, session string, stream, edit bool) []map[string]any {
+func calcSession(t *testing.T, h *testHone, store *capture.Store, session string, stream, edit bool) []map[string]any {
 	t.Helper()
 	msgs := []any{
 		map[string]any{"role": "system", "content": "You are a calculator agent."},
 		map[string]any{"role": "user", "content": "What is 17 * 23?"},
 	}
 	m1, raw := chatTurn(t, h, session, msgs, stream)
+	waitRecorded(t, store, session, 1, stream)
 	if !stream && (gjson.GetBytes(raw, "choices.0.logprobs").Type != gjson.Null ||
 		gjson.GetBytes(raw, "choices.0.token_ids").Type != gjson.Null || gjson.GetBytes(raw, "prompt_token_ids").Type != gjson.Null) {
 		t.Errorf("what hone asked for reached the client: %s", raw)
@@ -213,6 +214,7 @@ func calcSession(t *testing.T, h *testHone, session string, stream, edit bool) [
 	id := tcs[0].(map[string]any)["id"]
 	msgs = append(msgs, reserialise(t, m1), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
 	m2, _ := chatTurn(t, h, session, msgs, stream)
+	waitRecorded(t, store, session, 2, stream)
 	msgs = append(msgs, map[string]any{"role": "assistant", "content": m2["content"]},
 		map[string]any{"role": "user", "content": "Thanks!"})
 	if edit {
@@ -220,6 +222,22 @@ func calcSession(t *testing.T, h *testHone, session string, stream, edit bool) [
 	}
 	m3, _ := chatTurn(t, h, session, msgs, stream, "X-Hone-Reward", "1", "X-Hone-Commit", "1")
 	return []map[string]any{m1, m2, m3}
+}
+
+// waitRecorded waits, after a streamed call, until the store has the
+// session's first n calls. A stream is handed to the recorder after its
+// last byte reached the client, which may already have sent its next call;
+// the store numbers a session's calls in the order it gets them, so the
+// next call could be stitched first (a capture race outside continuity).
+func waitRecorded(t *testing.T, store *capture.Store, session string, n int, stream bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for stream && time.Now().Before(deadline) {
+		if sess, _, err := store.GetSession(context.Background(), session); err == nil && sess.Calls >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // sessionDrift waits until the rewarded, committed session's experiences
@@ -271,7 +289,7 @@ func TestContinuitySession(t *testing.T) {
 		t.Run(tc.mode+map[bool]string{true: "-stream", false: ""}[tc.stream], func(t *testing.T) {
 			v := newScriptedVLLM(t, calcOutputs...)
 			h, store := startContinuity(t, tc.mode, v)
-			got := calcSession(t, h, "s1", tc.stream, false)
+			got := calcSession(t, h, store, "s1", tc.stream, false)
 			drift, leaves, cs := sessionDrift(t, store, "s1", 3)
 			if drift != tc.drift || leaves != tc.drift+1 {
 				t.Errorf("drift %d and %d trajectories, want %d and %d", drift, leaves, tc.drift, tc.drift+1)
@@ -321,7 +339,7 @@ func TestContinuitySession(t *testing.T) {
 func TestContinuityEditedHistory(t *testing.T) {
 	v := newScriptedVLLM(t, calcOutputs...)
 	h, store := startContinuity(t, ContinuityTokens, v)
-	calcSession(t, h, "s2", false, true)
+	calcSession(t, h, store, "s2", false, true)
 	drift, leaves, cs := sessionDrift(t, store, "s2", 3)
 	if drift != 1 || leaves != 2 {
 		t.Errorf("drift %d and %d trajectories, want 1 and 2", drift, leaves)
