@@ -3,11 +3,11 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
-	"net"
-	"net/http"
 	"testing"
 
 	"github.com/hone-rl/hone/capture"
