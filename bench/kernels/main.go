@@ -9,7 +9,7 @@
 //
 // numpy runs under /usr/bin/python3 (python3-numpy, libopenblas0-pthread)
 // with OPENBLAS_NUM_THREADS=threads; PyTorch under -torch (default: the
-// peers venv at ${HONE_PEERS_DIR:-~/.cache/hone/peers} when it has torch),
+// peers virtualenv, ${HONE_PEERS_DIR:-~/.cache/hone/peers}/venv, when it exists),
 // with torch.set_num_threads(threads). A library that is missing is skipped.
 package main
 
@@ -278,11 +278,12 @@ func defaultTorch() string {
 		home, _ := os.UserHomeDir()
 		dir = filepath.Join(home, ".cache", "hone", "peers")
 	}
-	py := filepath.Join(dir, "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		return ""
+	for _, py := range []string{filepath.Join(dir, "venv", "bin", "python"), filepath.Join(dir, "bin", "python")} {
+		if _, err := os.Stat(py); err == nil {
+			return py
+		}
 	}
-	return py
+	return ""
 }
 
 // scriptPath finds blas_bench.py beside this source file.
