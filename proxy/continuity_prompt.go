@@ -27,6 +27,7 @@ type plan struct {
 	prefix    prefixHash // the request's messages, by meaning: a reply's turn chains onto it
 	ids       []int32    // prompt ids
 	thinkOpen bool       // the prompt leaves <think> open
+	thinking  bool       // chat_template_kwargs.enable_thinking is not false
 	tools     bool       // parse hermes tool calls
 	spliced   bool       // a served turn's sampled ids were put back
 	up        []byte     // the chat body as rewritten for the engine (sampling fields)
@@ -71,7 +72,8 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	}
 	hashes := prefixHashes(seedHash(in), msgs)
 	p := &plan{k: k, session: c.verdict.Session, prefix: hashes[len(hashes)-1], up: up,
-		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool()}
+		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
+		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
 	p.tools = k.parse.Tools && len(in.Tools) > 0 && string(in.Tools) != "[]" && tc != `"none"`
 	hit, turn := -1, (*servedTurn)(nil)

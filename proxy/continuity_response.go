@@ -138,8 +138,16 @@ func finishReason(v gjson.Result, toolCalls bool) *string {
 	return &s
 }
 
+// parseOptions are the engine's output parsers. vLLM's qwen3 reasoning
+// parser (0.32) reads output as reasoning until </think> whenever thinking
+// is enabled; hone's embedded engine only when the output or the prompt
+// opens <think>.
 func (p *plan) parseOptions() chat.ParseOptions {
-	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools, ThinkOpen: p.thinkOpen}
+	open := p.thinkOpen
+	if p.sentTo != nil && p.sentTo.kind != "embedded" && p.thinking {
+		open = true
+	}
+	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools, ThinkOpen: open && p.k.parse.Reasoning}
 }
 
 // tokens reads a completions choice's token ids (token_ids, else the

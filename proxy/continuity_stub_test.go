@@ -173,7 +173,10 @@ func (v *scriptedVLLM) chat(ctx *fasthttp.RequestCtx, body []byte, prompt []int3
 	}
 	ids, texts := v.sampled(out)
 	tools := gjson.GetBytes(body, "tools").IsArray()
-	po := chat.ParseOutput(strings.Join(texts, ""), chat.ParseOptions{Reasoning: true, Tools: tools})
+	// vLLM 0.32's qwen3 parser reads output as reasoning until </think>
+	// while thinking is enabled
+	thinking := gjson.GetBytes(body, "chat_template_kwargs.enable_thinking").Type != gjson.False
+	po := chat.ParseOutput(strings.Join(texts, ""), chat.ParseOptions{Reasoning: true, Tools: tools, ThinkOpen: thinking})
 	msg := map[string]any{"role": "assistant", "content": po.Content, "reasoning": po.Reasoning}
 	fin := "stop"
 	if len(po.ToolCalls) > 0 {

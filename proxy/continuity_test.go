@@ -19,7 +19,7 @@ import (
 var calcOutputs = []string{
 	"<think>\nI need the tool.\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 23\", \"n\": 1}}\n</tool_call><|im_end|>",
 	"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>",
-	"You are welcome.<|im_end|>",
+	"<think>\n\n</think>\n\nYou are welcome.<|im_end|>",
 }
 
 const calcTool = `{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic",` +
@@ -316,7 +316,7 @@ func TestContinuitySession(t *testing.T) {
 			if !strings.Contains(m2["content"].(string), "17 * 23 = 391.") || m2["finish_reason"] != "stop" {
 				t.Errorf("second answer %v", m2)
 			}
-			if m3["content"] != "You are welcome." {
+			if c, _ := m3["content"].(string); strings.TrimSpace(c) != "You are welcome." {
 				t.Errorf("third answer %v", m3)
 			}
 			for i, c := range cs {
