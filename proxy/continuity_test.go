@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -365,8 +368,17 @@ func TestContinuityProbeMismatch(t *testing.T) {
 	if g := testutil.ToFloat64(h.s.cont.active.WithLabelValues(stub.url())); g != 0 {
 		t.Errorf("hone_continuity_tokens %v, want 0", g)
 	}
-	if s := h.s.ContinuityStatus(); !strings.Contains(s, "observe on "+stub.url()) || !strings.Contains(s, "differs") {
-		t.Errorf("status %q", s)
+	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
+	defer ctl.Close()
+	resp, err := http.Get(ctl.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if s := string(ready); !strings.HasPrefix(s, "ready\n") || !strings.Contains(s, "continuity: observe on "+stub.url()) ||
+		!strings.Contains(s, "differs") {
+		t.Errorf("/readyz %q", s)
 	}
 	calcSessionFirst(t, h)
 	if r := v.routes(); len(r) != 1 || r[0] != "/v1/chat/completions" {

@@ -26,7 +26,7 @@ func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...Contro
 			httpError(w, http.StatusServiceUnavailable, "no healthy engine")
 			return
 		}
-		_, _ = w.Write([]byte("ready\n"))
+		_, _ = w.Write([]byte("ready\n" + s.ContinuityStatus())) // continuity lines only in tokens mode
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(bearer(token))
