@@ -403,3 +403,39 @@ func TestContinuityNeedsModel(t *testing.T) {
 		t.Errorf("status %q", h.s.ContinuityStatus())
 	}
 }
+
+// TestContinuityResponsesAPI: Responses API calls are translated onto chat
+// completions before continuity, so a tool loop through previous_response_id
+// (the second call streamed) goes to the engine as token ids and stays one
+// trajectory.
+func TestContinuityResponsesAPI(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	h, store := startContinuity(t, ContinuityTokens, v)
+	tool := `{"type":"function","name":"calculator","description":"Evaluate arithmetic","parameters":` +
+		gjson.Get(calcTool, "function.parameters").Raw + `}`
+	first := post(t, h.url, "/v1/responses", []byte(`{"model":"Qwen/Qwen3-0.6B","instructions":"You are a calculator agent.",`+
+		`"input":"What is 17 * 23?","tools":[`+tool+`],"max_output_tokens":64}`), map[string]string{"X-Hone-Session": "r1"})
+	if first.status != 200 {
+		t.Fatalf("status %d: %s", first.status, first.body)
+	}
+	call := gjson.GetBytes(first.body, `output.#(type=="function_call")`)
+	if call.Get("name").String() != "calculator" || call.Get("arguments").String() != `{"expression": "17 * 23", "n": 1}` {
+		t.Fatalf("first answer %s", first.body)
+	}
+	follow := `{"model":"Qwen/Qwen3-0.6B","instructions":"You are a calculator agent.","previous_response_id":"` +
+		gjson.GetBytes(first.body, "id").String() + `","input":[{"type":"function_call_output","call_id":"` +
+		call.Get("call_id").String() + `","output":"391"}],"tools":[` + tool + `],"max_output_tokens":64,"stream":true}`
+	second := post(t, h.url, "/v1/responses", []byte(follow),
+		map[string]string{"X-Hone-Session": "r1", "X-Hone-Reward": "1", "X-Hone-Commit": "1"})
+	if second.status != 200 || !strings.Contains(string(second.body), "17 * 23 = 391.") ||
+		!strings.Contains(string(second.body), "response.completed") {
+		t.Fatalf("second answer %d: %s", second.status, second.body)
+	}
+	drift, leaves, cs := sessionDrift(t, store, "r1", 2)
+	if drift != 0 || leaves != 1 || extends(cs) != 0 {
+		t.Errorf("drift %d, %d trajectories", drift, leaves)
+	}
+	if r := v.routes(); len(r) != 2 || r[0] != "/v1/completions" || r[1] != "/v1/completions" {
+		t.Errorf("engine routes %v", r)
+	}
+}
