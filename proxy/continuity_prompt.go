@@ -1,19 +1,15 @@
 package proxy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/hone-rl/hone/model/template"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -92,7 +88,7 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	}
 	p.thinkOpen = chat.PromptOpensThink(text)
 	if hit >= 0 {
-		if ids, ok := k.splice(in, msgs, hit, turn, text); ok {
+		if ids, ok := k.splice(turn, text); ok {
 			p.ids, p.spliced = ids, true
 			return p, nil
 		}
@@ -138,60 +134,52 @@ func turnKey(session string, h prefixHash) string { return session + "\x00" + st
 // splice builds the prompt of a conversation whose message hit is an
 // assistant turn hone served: the token path of that call (its prompt and
 // the sampled completion) followed by the template's rendering of what
-// comes after the turn. Where the turn ends in the rendering is found by
-// rendering the conversation once more with the next message's text
-// changed: the renderings agree up to that text, and the last end-of-turn
-// token before it closes the served turn.
-func (k *continuity) splice(in template.Input, msgs []normMsg, hit int, turn *servedTurn, text string) ([]int32, bool) {
-	next := msgs[hit+1]
-	mark := "\x01"
-	if strings.HasPrefix(next.Content, mark) {
-		mark = "\x02"
-	}
-	raws := make([]json.RawMessage, len(msgs))
-	for i := range msgs {
-		raws[i] = msgs[i].Raw
-	}
-	alt, err := sjson.SetBytes(bytes.Clone(msgs[hit+1].Raw), "content", mark)
-	if err != nil {
-		return nil, false
-	}
-	raws[hit+1] = alt
-	altIn := in
-	altIn.Messages, _ = json.Marshal(raws)
-	altText, err := k.tmpl.Render(altIn)
-	if err != nil {
-		return nil, false
-	}
-	common := commonPrefix(text, altText)
-	end, eos := -1, eosToken{}
-	for _, t := range k.eos {
-		if i := strings.LastIndex(text[:common], t.text); i >= 0 && i+len(t.text) > end {
-			end, eos = i+len(t.text), t
+// comes after the turn. The turn ends in the rendering at the end-of-turn
+// token that closes it: the path holds one end-of-turn token per turn the
+// template closed before it plus the turn's own (put back when generation
+// stopped without one), and the messages up to the turn are those of the
+// path by meaning, so the rendering closes as many turns up to there.
+func (k *continuity) splice(turn *servedTurn, text string) ([]int32, bool) {
+	n := 0
+	for _, id := range turn.ids {
+		if k.isEOS(id) {
+			n++
 		}
 	}
+	if !turn.ended {
+		n++
+	}
+	end, eos := k.nthEOS(text, n)
 	if end < 0 {
 		return nil, false
 	}
 	ids := slices.Clone(turn.ids)
 	if !turn.ended {
-		ids = append(ids, eos.id) // cut or stopped by a string: the template closes the turn
+		ids = append(ids, eos.id) // cut by max_tokens or a stop string: the template closes the turn
 	}
 	return append(ids, k.tok.Encode(text[end:])...), true
 }
 
-// commonPrefix is the length of the longest common prefix of a and b, cut
-// back to a character boundary.
-func commonPrefix(a, b string) int {
-	n := min(len(a), len(b))
-	i := 0
-	for i < n && a[i] == b[i] {
-		i++
+// nthEOS returns where the n-th end-of-turn token of text ends, and which
+// token it is; -1 when text has fewer.
+func (k *continuity) nthEOS(text string, n int) (int, eosToken) {
+	pos := 0
+	for c := 0; c < n; c++ {
+		at, tok := -1, eosToken{}
+		for _, t := range k.eos {
+			if i := strings.Index(text[pos:], t.text); i >= 0 && (at < 0 || i < at) {
+				at, tok = i, t
+			}
+		}
+		if at < 0 {
+			return -1, eosToken{}
+		}
+		pos += at + len(tok.text)
+		if c == n-1 {
+			return pos, tok
+		}
 	}
-	for i > 0 && i < len(a) && !utf8.RuneStart(a[i]) {
-		i--
-	}
-	return i
+	return -1, eosToken{}
 }
 
 // remember stores the turns a finished chat call served, keyed by the

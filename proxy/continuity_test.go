@@ -329,6 +329,12 @@ func TestContinuitySession(t *testing.T) {
 				}
 			}
 			if tc.mode == ContinuityTokens {
+				// exactly the sampled path, then the template's glue: the
+				// turn's closing newline, the tool result, the generation prompt
+				glue := v.tok.Encode("\n<|im_start|>user\n<tool_response>\n391\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+				if want := slices.Concat(cs[0].PromptIDs, cs[0].Choices[0].TokenIDs, glue); !slices.Equal(cs[1].PromptIDs, want) {
+					t.Errorf("second prompt %q,\nwant %q", v.tok.Decode(cs[1].PromptIDs), v.tok.Decode(want))
+				}
 				if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced")); n != 2 {
 					t.Errorf("spliced calls %v, want 2", n)
 				}
