@@ -33,8 +33,9 @@ const (
 
 // Sizes of continuity's bounded caches.
 const (
-	continuityTurns = 65536 // served assistant turns (prompt + completion ids each)
-	continuityPlans = 8192  // calls in flight whose prompt hone rendered
+	continuityTurns = 65536    // served assistant turns (prompt + completion ids each)
+	continuityBytes = 64 << 20 // ... and at most this many bytes of their ids
+	continuityPlans = 8192     // calls in flight whose prompt hone rendered
 )
 
 // continuity is token continuity (capture.continuity: tokens): the model's
@@ -47,8 +48,9 @@ type continuity struct {
 	eos   []eosToken        // end-of-turn tokens, to find where a served turn ends in a rendering
 	log   *slog.Logger
 
-	turns *lru.Cache[string, *servedTurn] // session + prefix hash -> ids
-	plans *lru.Cache[string, *plan]       // call id -> plan, until the call is recorded
+	turns     *lru.Cache[string, *servedTurn] // session + prefix hash -> ids
+	turnBytes atomic.Int64                    // bytes of ids in turns
+	plans     *lru.Cache[string, *plan]       // call id -> plan, until the call is recorded
 
 	mu      sync.Mutex
 	engines map[string]*atomic.Pointer[engineContinuity] // by engine URL
@@ -108,7 +110,8 @@ func newContinuity(dir string, reg prometheus.Registerer, log *slog.Logger) (*co
 	if len(k.eos) == 0 {
 		return nil, fmt.Errorf("%s: the tokenizer names no end-of-sequence token", dir)
 	}
-	if k.turns, err = lru.New[string, *servedTurn](continuityTurns); err != nil {
+	k.turns, err = lru.NewWithEvict(continuityTurns, func(_ string, t *servedTurn) { k.turnBytes.Add(-4 * int64(len(t.ids))) })
+	if err != nil {
 		return nil, err
 	}
 	if k.plans, err = lru.New[string, *plan](continuityPlans); err != nil {
@@ -127,6 +130,17 @@ func newContinuity(dir string, reg prometheus.Registerer, log *slog.Logger) (*co
 		reg.MustRegister(k.active, k.calls, k.spliced)
 	}
 	return k, nil
+}
+
+// addTurn caches a served turn, evicting the least recently used ones past
+// continuityBytes (a long session's turns each hold its whole path).
+func (k *continuity) addTurn(key string, t *servedTurn) {
+	k.turns.Remove(key) // a replaced entry is not evicted: take its bytes off first
+	k.turnBytes.Add(4 * int64(len(t.ids)))
+	k.turns.Add(key, t)
+	for k.turnBytes.Load() > continuityBytes && k.turns.Len() > 1 {
+		k.turns.RemoveOldest()
+	}
 }
 
 // state returns the probe result of an engine (nil: not probed yet).

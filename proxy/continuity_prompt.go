@@ -220,7 +220,7 @@ func (k *continuity) rememberTurn(session string, prefix prefixHash, prompt []in
 	}
 	ids := make([]int32, 0, len(prompt)+len(ch.TokenIDs))
 	ids = append(append(ids, prompt...), ch.TokenIDs...)
-	k.turns.Add(turnKey(session, prefix.chain(replyCanon(nil, ch))),
+	k.addTurn(turnKey(session, prefix.chain(replyCanon(nil, ch))),
 		&servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
 }
 

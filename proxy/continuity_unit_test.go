@@ -200,3 +200,26 @@ func TestChatBodyFromCompletion(t *testing.T) {
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func mustQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestTurnCacheBytes: the served-turn cache stays within its byte budget,
+// dropping the least recently used turns, and accounts replaced entries.
+func TestTurnCacheBytes(t *testing.T) {
+	k, err := newContinuity(tinyModel, nil, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]int32, continuityBytes/4/8) // an eighth of the budget
+	for i := 0; i < 20; i++ {
+		k.addTurn("s\x00"+itoa(i), &servedTurn{ids: big})
+		k.addTurn("s\x00"+itoa(i), &servedTurn{ids: big}) // replaced: counted once
+	}
+	if n, b := k.turns.Len(), k.turnBytes.Load(); n != 8 || b != continuityBytes {
+		t.Errorf("%d turns, %d bytes; want 8 and %d", n, b, continuityBytes)
+	}
+	if _, ok := k.turns.Get("s\x0019"); !ok {
+		t.Error("the newest turn was evicted")
+	}
+	if _, ok := k.turns.Get("s\x0011"); ok {
+		t.Error("an old turn outlived the budget")
+	}
+}
