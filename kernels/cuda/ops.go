@@ -63,20 +63,20 @@ func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, be
 	})
 }
 
-func binary(op string, dst, a, bt kernels.Tensor) {
+func sameLen3(op string, dst, a, bt kernels.Tensor) {
 	mustLen(op, a.Len(), dst.Len())
 	mustLen(op, bt.Len(), dst.Len())
 }
 
 // Add implements kernels.Backend.
 func (b *Backend) Add(dst, x, y kernels.Tensor) {
-	binary("add", dst, x, y)
+	sameLen3("add", dst, x, y)
 	b.call("add", func(c *C.hone_ctx) C.int { return C.hone_add(c, fp(dst), fp(x), fp(y), C.long(dst.Len())) })
 }
 
 // Mul implements kernels.Backend.
 func (b *Backend) Mul(dst, x, y kernels.Tensor) {
-	binary("mul", dst, x, y)
+	sameLen3("mul", dst, x, y)
 	b.call("mul", func(c *C.hone_ctx) C.int { return C.hone_mul(c, fp(dst), fp(x), fp(y), C.long(dst.Len())) })
 }
 
@@ -196,13 +196,13 @@ func (b *Backend) SiLU(out, x kernels.Tensor) {
 
 // SwiGLU implements kernels.Backend.
 func (b *Backend) SwiGLU(out, gate, up kernels.Tensor) {
-	binary("swiglu", out, gate, up)
+	sameLen3("swiglu", out, gate, up)
 	b.call("swiglu", func(c *C.hone_ctx) C.int { return C.hone_swiglu(c, fp(out), fp(gate), fp(up), C.long(out.Len())) })
 }
 
 // SwiGLUBackward implements kernels.Backend.
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
-	binary("swiglu backward", dout, gate, up)
+	sameLen3("swiglu backward", dout, gate, up)
 	mustLen("swiglu backward dgate", dgate.Len(), dout.Len())
 	mustLen("swiglu backward dup", dup.Len(), dout.Len())
 	b.call("swiglu backward", func(c *C.hone_ctx) C.int {
