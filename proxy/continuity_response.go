@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/rand"
+	hexenc "encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -61,6 +63,10 @@ type contChoice struct {
 	FinishReason *string         `json:"finish_reason"`
 	StopReason   json.RawMessage `json:"stop_reason"`
 	TokenIDs     []int32         `json:"token_ids"`
+	// RoutedExperts and the response's PromptText, ECTransferParams and
+	// Metrics are vLLM 0.32's: written when the engine's completions
+	// answer has them (the embedded engine's has not).
+	RoutedExperts json.RawMessage `json:"routed_experts,omitempty"`
 }
 
 type contResponse struct {
@@ -74,7 +80,24 @@ type contResponse struct {
 	Usage             json.RawMessage `json:"usage"`
 	PromptLogprobs    *struct{}       `json:"prompt_logprobs"`
 	PromptTokenIDs    []int32         `json:"prompt_token_ids"`
+	PromptText        json.RawMessage `json:"prompt_text,omitempty"`
 	KVTransferParams  json.RawMessage `json:"kv_transfer_params"`
+	ECTransferParams  json.RawMessage `json:"ec_transfer_params,omitempty"`
+	Metrics           json.RawMessage `json:"metrics,omitempty"`
+}
+
+var jsonNull = json.RawMessage("null")
+
+// toolCallID is the id of a parsed tool call as the engine writes it:
+// vLLM's "chatcmpl-tool-" and 16 hex digits, the embedded engine's
+// model/chat "call_" ids.
+func (p *plan) toolCallID(id string) string {
+	if p.sentTo != nil && p.sentTo.kind == "embedded" {
+		return id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "chatcmpl-tool-" + hexenc.EncodeToString(b[:])
 }
 
 // rawOrNull returns v's raw JSON, or null.
@@ -107,18 +130,24 @@ func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
 		Model: doc.Get("model").String(), ServiceTier: rawOrNull(doc.Get("service_tier")),
 		SystemFingerprint: rawOrNull(doc.Get("system_fingerprint")), Usage: rawOrNull(doc.Get("usage")),
 		PromptTokenIDs: p.ids, KVTransferParams: rawOrNull(doc.Get("kv_transfer_params"))}
+	if ec := doc.Get("ec_transfer_params"); ec.Exists() {
+		r.PromptText, r.ECTransferParams, r.Metrics = jsonNull, json.RawMessage(ec.Raw), rawOrNull(doc.Get("metrics"))
+	}
 	for _, c := range doc.Get("choices").Array() {
 		ids, lps := p.tokens(c)
 		out := chat.ParseOutput(c.Get("text").String(), p.parseOptions())
 		msg := contMessage{Role: "assistant", Content: out.Content, Reasoning: out.Reasoning}
 		for _, tc := range out.ToolCalls {
-			msg.ToolCalls = append(msg.ToolCalls, contToolCall{ID: tc.ID, Type: "function",
+			msg.ToolCalls = append(msg.ToolCalls, contToolCall{ID: p.toolCallID(tc.ID), Type: "function",
 				Function: contFunction{Name: tc.Name, Arguments: tc.Arguments}})
 		}
 		ch := contChoice{Index: int(c.Get("index").Int()), Message: msg, StopReason: rawOrNull(c.Get("stop_reason")),
 			TokenIDs: ids, FinishReason: finishReason(c.Get("finish_reason"), len(out.ToolCalls) > 0)}
 		if lps != nil {
 			ch.Logprobs = &contLogprobs{Content: lps}
+		}
+		if re := c.Get("routed_experts"); re.Exists() {
+			ch.RoutedExperts = json.RawMessage(re.Raw)
 		}
 		r.Choices = append(r.Choices, ch)
 	}

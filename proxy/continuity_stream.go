@@ -31,9 +31,6 @@ type streamChoice struct {
 	parser  *chat.StreamParser
 	started bool
 	tools   bool
-	lps     []contLogprobEntry // not yet sent with a chunk
-	ids     []int32
-	hasLP   bool
 	served  capture.Choice // what the client gets, for the served-turn cache
 }
 
@@ -131,7 +128,11 @@ func (s *chatStream) state(i int) *streamChoice {
 	return sc
 }
 
-// choice converts one choice of a completions chunk.
+// choice converts one choice of a completions chunk (one engine step) into
+// one chat chunk, as vLLM's chat stream does: the step's parsed delta
+// (empty when the parser holds text back: vLLM still sends the chunk, since
+// hone asks for token ids), its logprobs and token ids, and on the last
+// step the finish reason.
 func (s *chatStream) choice(head contChunk, c gjson.Result) {
 	idx := int(c.Get("index").Int())
 	sc := s.state(idx)
@@ -141,64 +142,74 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 		s.emit(s.with(head, contChunkChoice{Index: idx, Delta: contDelta{Role: "assistant", Content: &empty}}))
 	}
 	ids, lps := s.p.tokens(c)
-	sc.ids = append(sc.ids, ids...)
 	sc.served.TokenIDs = append(sc.served.TokenIDs, ids...)
-	sc.lps = append(sc.lps, lps...)
-	sc.hasLP = sc.hasLP || lps != nil
 	deltas := sc.parser.Push(c.Get("text").String())
 	fin := c.Get("finish_reason")
 	if fin.Type == gjson.String {
 		deltas = append(deltas, sc.parser.Finish()...)
 	}
+	cc := contChunkChoice{Index: idx, TokenIDs: ids}
+	if lps != nil {
+		cc.Logprobs = &contLogprobs{Content: lps}
+	}
 	for _, d := range deltas {
-		cc := contChunkChoice{Index: idx}
-		switch {
-		case d.ToolCall != nil:
-			sc.tools = true
-			t := d.ToolCall
-			dc := contDeltaCall{ID: t.ID, Type: t.Type, Index: t.Index}
-			if t.Name != "" || t.Arguments != "" {
-				dc.Function = &contDeltaFunction{Name: t.Name, Arguments: t.Arguments}
-			}
-			cc.Delta.ToolCalls = []contDeltaCall{dc}
-			for len(sc.served.ToolCalls) <= t.Index {
-				sc.served.ToolCalls = append(sc.served.ToolCalls, capture.ToolCall{Index: len(sc.served.ToolCalls)})
-			}
-			sc.served.ToolCalls[t.Index].Name += t.Name
-			sc.served.ToolCalls[t.Index].Arguments += t.Arguments
-		case d.Reasoning != "":
-			r := d.Reasoning
-			cc.Delta.Reasoning = &r
-		default:
-			t := d.Content
-			cc.Delta.Content = &t
-			sc.served.Content += t
-		}
-		s.attach(sc, &cc)
-		s.emit(s.with(head, cc))
+		s.merge(sc, &cc.Delta, d)
 	}
-	if fin.Type != gjson.String {
-		return
+	if fin.Type == gjson.String {
+		cc.FinishReason, cc.StopReason = finishReason(fin, sc.tools), rawOrNull(c.Get("stop_reason"))
+		// the turn is remembered before the client can have it: its next
+		// call may come before this call is recorded
+		sc.served.FinishReason = *cc.FinishReason
+		s.p.k.rememberTurn(s.p.session, s.p.prefix, s.p.ids, &sc.served)
+	} else if len(deltas) == 0 && len(ids) == 0 && lps == nil {
+		return // nothing generated in this step
 	}
-	cc := contChunkChoice{Index: idx, FinishReason: finishReason(fin, sc.tools), StopReason: rawOrNull(c.Get("stop_reason"))}
-	// the turn is remembered before the client can have it: its next call
-	// may come before this call is recorded
-	sc.served.FinishReason = *cc.FinishReason
-	s.p.k.rememberTurn(s.p.session, s.p.prefix, s.p.ids, &sc.served)
-	s.attach(sc, &cc)
 	s.emit(s.with(head, cc))
 }
 
-// attach moves the choice's pending logprobs and token ids onto a chunk.
-func (s *chatStream) attach(sc *streamChoice, cc *contChunkChoice) {
-	if sc.hasLP {
-		cc.Logprobs = &contLogprobs{Content: sc.lps}
-		if cc.Logprobs.Content == nil {
-			cc.Logprobs.Content = []contLogprobEntry{}
+// merge adds one parsed delta to a chunk's delta (and to what the client
+// is served).
+func (s *chatStream) merge(sc *streamChoice, dst *contDelta, d chat.Delta) {
+	switch {
+	case d.ToolCall != nil:
+		sc.tools = true
+		t := d.ToolCall
+		id := t.ID
+		if id != "" {
+			id = s.p.toolCallID(id)
 		}
+		if n := len(dst.ToolCalls); n > 0 && dst.ToolCalls[n-1].Index == t.Index && id == "" {
+			last := &dst.ToolCalls[n-1]
+			if last.Function == nil {
+				last.Function = &contDeltaFunction{}
+			}
+			last.Function.Arguments += t.Arguments
+		} else {
+			dc := contDeltaCall{ID: id, Type: t.Type, Index: t.Index}
+			if t.Name != "" || t.Arguments != "" {
+				dc.Function = &contDeltaFunction{Name: t.Name, Arguments: t.Arguments}
+			}
+			dst.ToolCalls = append(dst.ToolCalls, dc)
+		}
+		for len(sc.served.ToolCalls) <= t.Index {
+			sc.served.ToolCalls = append(sc.served.ToolCalls, capture.ToolCall{Index: len(sc.served.ToolCalls)})
+		}
+		sc.served.ToolCalls[t.Index].Name += t.Name
+		sc.served.ToolCalls[t.Index].Arguments += t.Arguments
+	case d.Reasoning != "":
+		r := d.Reasoning
+		if dst.Reasoning != nil {
+			r = *dst.Reasoning + r
+		}
+		dst.Reasoning = &r
+	default:
+		t := d.Content
+		if dst.Content != nil {
+			t = *dst.Content + t
+		}
+		dst.Content = &t
+		sc.served.Content += d.Content
 	}
-	cc.TokenIDs = sc.ids
-	sc.lps, sc.ids, sc.hasLP = nil, nil, false
 }
 
 // with returns head carrying one choice; the stream's first chunk also
