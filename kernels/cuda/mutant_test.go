@@ -1,0 +1,132 @@
+//go:build cgo && !cuda
+
+package cuda
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mutant is a deliberately broken kernel: one edit of a source file, and
+// the conformance subtest that must catch it.
+type mutant struct {
+	name, file, from, to, test string
+}
+
+var mutants = []mutant{
+	{
+		name: "missing __syncthreads in block_sum",
+		file: "csrc/common.cuh",
+		from: "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n",
+		to:   "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n",
+		test: "TestConformanceEmulated/fast/RMSNorm",
+	},
+	{
+		name: "off-by-one block index in rmsnorm_kernel2",
+		file: "csrc/rmsnorm.cu",
+		from: "__global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long rows, long width, float eps) {\n  const long row = blockIdx.x;\n",
+		to:   "__global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long rows, long width, float eps) {\n  const long row = blockIdx.x + 1;\n",
+		test: "TestConformanceEmulated/fast/RMSNorm",
+	},
+	{
+		name: "missing __syncthreads before the next key tile in attention_kernel2",
+		file: "csrc/attention.cu",
+		from: "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n    __syncthreads();\n",
+		to:   "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n",
+		test: "TestConformanceEmulated/fast/Attention",
+	},
+}
+
+// TestMutantsFail shows the emulated conformance suite catches broken
+// kernels: for each mutant it copies this package into a scratch module,
+// applies the edit, and runs the conformance subtest, which must fail (and
+// fail in the suite, not in the build).
+func TestMutantsFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the emulated backend once per mutant")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			mod := t.TempDir()
+			pkg := filepath.Join(mod, "cuda")
+			copyPackage(t, ".", pkg)
+			src := filepath.Join(pkg, m.file)
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Count(b, []byte(m.from)) != 1 {
+				t.Fatalf("%s: the text to mutate is not there exactly once; update the mutant", m.file)
+			}
+			if err := os.WriteFile(src, bytes.Replace(b, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gomod := "module mutant\n\ngo 1.22\n\nrequire github.com/hone-rl/hone v0.0.0\n\nreplace github.com/hone-rl/hone => " + repo + "\n"
+			if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if sum, err := os.ReadFile(filepath.Join(repo, "go.sum")); err == nil {
+				if err := os.WriteFile(filepath.Join(mod, "go.sum"), sum, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command("go", "test", "-count=1", "-run", "^"+strings.ReplaceAll(m.test, "/", "$/^")+"$", "./cuda")
+			cmd.Dir = mod
+			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the mutant passed %s:\n%s", m.test, out)
+			}
+			if !bytes.Contains(out, []byte("--- FAIL: "+m.test)) {
+				t.Fatalf("the mutant did not fail in %s:\n%s", m.test, out)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, ".go:") {
+					t.Logf("caught: %s", strings.TrimSpace(l))
+					break
+				}
+			}
+		})
+	}
+}
+
+// copyPackage copies the package's Go files (tests: emu_test.go only),
+// emu.cc and csrc/ to dst.
+func copyPackage(t *testing.T, from, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			if rel != "." && rel != "csrc" && !strings.HasPrefix(rel, "csrc"+string(filepath.Separator)) {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		base := filepath.Base(p)
+		keep := strings.HasPrefix(rel, "csrc") || base == "emu.cc" || base == "emu_test.go" ||
+			(strings.HasSuffix(base, ".go") && !strings.HasSuffix(base, "_test.go"))
+		if !keep {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
