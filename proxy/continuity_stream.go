@@ -64,6 +64,7 @@ type contChunk struct {
 	Choices        []contChunkChoice `json:"choices"`
 	Usage          json.RawMessage   `json:"usage,omitempty"`
 	PromptTokenIDs []int32           `json:"prompt_token_ids,omitempty"`
+	PromptText     json.RawMessage   `json:"prompt_text,omitempty"` // vLLM 0.32's first chunk
 }
 
 type contChunkChoice struct {
@@ -218,6 +219,9 @@ func (s *chatStream) with(head contChunk, c contChunkChoice) contChunk {
 	head.Choices = []contChunkChoice{c}
 	if !s.sentIDs {
 		head.PromptTokenIDs, s.sentIDs = s.p.ids, true
+		if s.p.sentTo != nil && s.p.sentTo.kind != "embedded" {
+			head.PromptText = jsonNull
+		}
 	}
 	return head
 }
