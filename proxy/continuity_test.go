@@ -445,3 +445,39 @@ func TestContinuityResponsesAPI(t *testing.T) {
 		t.Errorf("engine routes %v", r)
 	}
 }
+
+// TestContinuityMessagesAPI: an Anthropic Messages tool loop, whose
+// tool_use input hone's own translation writes back as compact arguments,
+// is one trajectory in tokens mode and drifts when observed.
+func TestContinuityMessagesAPI(t *testing.T) {
+	for _, tc := range []struct {
+		mode  string
+		drift int
+	}{{ContinuityTokens, 0}, {ContinuityObserve, 1}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			v := newScriptedVLLM(t, calcOutputs...)
+			h, store := startContinuity(t, tc.mode, v)
+			tool := `{"name":"calculator","description":"Evaluate arithmetic","input_schema":` +
+				gjson.Get(calcTool, "function.parameters").Raw + `}`
+			user := `{"role":"user","content":"What is 17 * 23?"}`
+			first := post(t, h.url, "/v1/messages", []byte(`{"model":"Qwen/Qwen3-0.6B","max_tokens":64,"system":"You are a calculator agent.",`+
+				`"messages":[`+user+`],"tools":[`+tool+`]}`), map[string]string{"X-Hone-Session": "m1"})
+			use := gjson.GetBytes(first.body, `content.#(type=="tool_use")`)
+			if first.status != 200 || use.Get("name").String() != "calculator" {
+				t.Fatalf("first answer %d: %s", first.status, first.body)
+			}
+			assistant := `{"role":"assistant","content":` + gjson.GetBytes(first.body, "content").Raw + `}`
+			result := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + use.Get("id").String() + `","content":"391"}]}`
+			second := post(t, h.url, "/v1/messages", []byte(`{"model":"Qwen/Qwen3-0.6B","max_tokens":64,"system":"You are a calculator agent.",`+
+				`"messages":[`+user+`,`+assistant+`,`+result+`],"tools":[`+tool+`]}`),
+				map[string]string{"X-Hone-Session": "m1", "X-Hone-Reward": "1", "X-Hone-Commit": "1"})
+			if second.status != 200 || !strings.Contains(string(second.body), "17 * 23 = 391.") {
+				t.Fatalf("second answer %d: %s", second.status, second.body)
+			}
+			drift, leaves, _ := sessionDrift(t, store, "m1", 2)
+			if drift != tc.drift || leaves != tc.drift+1 {
+				t.Errorf("drift %d, %d trajectories; want %d", drift, leaves, tc.drift)
+			}
+		})
+	}
+}
