@@ -236,11 +236,7 @@ func TestWireFidelity(t *testing.T) {
 	honeURL, rec := startHone(t, tp.url)
 	chat := `{"model":"tiny","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Name a colour."}],"max_tokens":12,"temperature":0`
 	comp := `{"model":"tiny","prompt":"The colour of the sky is","max_tokens":12,"temperature":0`
-	cases := []struct {
-		name, path, body string
-		stream           bool
-		askedAll         bool // the client asked for logprobs and token ids itself
-	}{
+	cases := []wireCase{
 		{"chat", "/v1/chat/completions", chat + `}`, false, false},
 		{"chat_stream", "/v1/chat/completions", chat + `,"stream":true}`, true, false},
 		{"chat_stream_usage", "/v1/chat/completions", chat + `,"stream":true,"stream_options":{"include_usage":true}}`, true, false},
@@ -250,61 +246,76 @@ func TestWireFidelity(t *testing.T) {
 		{"completions_stream", "/v1/completions", comp + `,"stream":true}`, true, false},
 		{"completions_asked", "/v1/completions", comp + `,"logprobs":1,"return_token_ids":true}`, false, true},
 	}
-	ctx := context.Background()
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n, m := len(rec.Calls()), tp.count()
-			status, hdr, got, err := Post(ctx, honeURL+c.path, []byte(c.body), nil)
-			if err != nil || status != 200 {
-				t.Fatalf("through hone: %d %v\n%s", status, err, got)
-			}
-			call := waitCall(t, rec, n+1)
-			up := tp.next(m, c.path)
-			if up == nil {
-				t.Fatalf("the tee saw no exchange on %s", c.path)
-			}
-			t.Logf("hone sent vLLM: %s", up.request)
-			if hdr.Get("X-Hone-Call") == "" {
-				t.Errorf("no X-Hone-Call header")
-			}
-
-			// 1. The client sees vLLM's own answer to its own request.
-			usageInjected := c.stream && !strings.Contains(c.body, `"include_usage":true`)
-			if c.stream {
-				// hone passes every event of vLLM's stream, less the usage
-				// chunk it asked for itself.
-				want := strings.Count(string(up.response), "\n\n")
-				if usageInjected {
-					want--
-				}
-				if n := strings.Count(string(got), "\n\n"); n != want {
-					t.Errorf("client got %d stream events, vLLM sent hone %d (usage chunk injected: %v)\nvLLM sent hone:\n%s\nclient got:\n%s", n, want, usageInjected, up.response, got)
-				}
-			}
-			sameAsDirect(t, v.URL+c.path, c.body, got, usageInjected)
-
-			// 2. The record equals what vLLM sent hone.
-			sent := vllmTokens(up.response, c.stream)
-			checkRecord(t, "vLLM's answer to hone", call, sent, c.path == "/v1/completions", 0)
-
-			// 3. ... which equals vLLM's direct answer with ids and logprobs.
-			ask := strings.TrimSuffix(c.body, "}")
-			if !c.askedAll {
-				if c.path == "/v1/completions" {
-					ask += `,"logprobs":1,"return_token_ids":true`
-				} else {
-					ask += `,"logprobs":true,"return_token_ids":true`
-				}
-			}
-			ask = strings.Replace(ask, `"stream":true`, `"stream":false`, 1) + "}"
-			ask = strings.Replace(ask, `,"stream_options":{"include_usage":true}`, "", 1)
-			status, _, ref, err := Post(ctx, v.URL+c.path, []byte(ask), nil)
-			if err != nil || status != 200 {
-				t.Fatalf("direct with token ids: %d %v\n%s", status, err, ref)
-			}
-			checkRecord(t, "vLLM's direct answer with return_token_ids", call, vllmTokens(ref, false), c.path == "/v1/completions", 1e-5)
-		})
+		t.Run(c.name, func(t *testing.T) { checkWire(t, v, tp, honeURL, rec, c) })
 	}
+}
+
+// wireCase is one request a client sends through hone.
+type wireCase struct {
+	name, path, body string
+	stream           bool
+	askedAll         bool // the client asked for logprobs and token ids itself
+}
+
+// checkWire sends c through hone (honeURL, in front of the tee tp in front
+// of v) and checks what the client got and what hone recorded (see
+// TestWireFidelity).
+func checkWire(t *testing.T, v *VLLM, tp *tee, honeURL string, rec *proxy.MemRecorder, c wireCase) {
+	t.Helper()
+	ctx := context.Background()
+	n, m := len(rec.Calls()), tp.count()
+	status, hdr, got, err := Post(ctx, honeURL+c.path, []byte(c.body), nil)
+	if err != nil || status != 200 {
+		t.Fatalf("through hone: %d %v\n%s", status, err, got)
+	}
+	call := waitCall(t, rec, n+1)
+	up := tp.next(m, c.path)
+	if up == nil {
+		t.Fatalf("the tee saw no exchange on %s", c.path)
+	}
+	t.Logf("hone sent vLLM: %s", up.request)
+	if hdr.Get("X-Hone-Call") == "" {
+		t.Errorf("no X-Hone-Call header")
+	}
+
+	// 1. The client sees vLLM's own answer to its own request.
+	usageInjected := c.stream && !strings.Contains(c.body, `"include_usage":true`)
+	if c.stream {
+		// hone passes every event of vLLM's stream, less the usage
+		// chunk it asked for itself.
+		want := strings.Count(string(up.response), "\n\n")
+		if usageInjected {
+			want--
+		}
+		if n := strings.Count(string(got), "\n\n"); n != want {
+			t.Errorf("client got %d stream events, vLLM sent hone %d (usage chunk injected: %v)\nvLLM sent hone:\n%s\nclient got:\n%s", n, want, usageInjected, up.response, got)
+		}
+	}
+	sameAsDirect(t, v.URL+c.path, c.body, got, usageInjected)
+
+	// 2. The record equals what vLLM sent hone: tokens, and the parsed
+	// content, reasoning and tool calls.
+	sent := vllmTokens(up.response, c.stream)
+	checkRecord(t, "vLLM's answer to hone", call, sent, c.path == "/v1/completions", 0)
+	checkParsed(t, call, up.response, c.stream)
+
+	// 3. ... which equals vLLM's direct answer with ids and logprobs.
+	ask := strings.TrimSuffix(c.body, "}")
+	if !c.askedAll {
+		if c.path == "/v1/completions" {
+			ask += `,"logprobs":1,"return_token_ids":true`
+		} else {
+			ask += `,"logprobs":true,"return_token_ids":true`
+		}
+	}
+	ask = strings.Replace(ask, `"stream":true`, `"stream":false`, 1) + "}"
+	ask = strings.Replace(ask, `,"stream_options":{"include_usage":true}`, "", 1)
+	status, _, ref, err := Post(ctx, v.URL+c.path, []byte(ask), nil)
+	if err != nil || status != 200 {
+		t.Fatalf("direct with token ids: %d %v\n%s", status, err, ref)
+	}
+	checkRecord(t, "vLLM's direct answer with return_token_ids", call, vllmTokens(ref, false), c.path == "/v1/completions", 1e-5)
 }
 
 // fingerprint is the field vLLM stamps on a stream's terminal chunks when
@@ -486,4 +497,84 @@ func firstDiff(a, b string) string {
 
 func clip(s string, lo, hi int) string {
 	return s[min(lo, len(s)):min(hi, len(s))]
+}
+
+// parsedChoice is what vLLM said one choice was: text, reasoning, tool
+// calls (name and arguments, in order) and finish reason.
+type parsedChoice struct {
+	content, reasoning, finish string
+	tools                      []string // "name(arguments)"
+}
+
+// vllmParsed reads the parsed output of every choice out of a vLLM answer
+// (JSON, or SSE for streams, where deltas are concatenated).
+func vllmParsed(body []byte, stream bool) map[int]*parsedChoice {
+	out := map[int]*parsedChoice{}
+	objs := [][]byte{body}
+	if stream {
+		objs = nil
+		for _, ev := range strings.Split(string(body), "\n\n") {
+			ev = strings.TrimSpace(ev)
+			if strings.HasPrefix(ev, "data: {") {
+				objs = append(objs, []byte(strings.TrimPrefix(ev, "data: ")))
+			}
+		}
+	}
+	for _, o := range objs {
+		for _, ch := range gjson.GetBytes(o, "choices").Array() {
+			i := int(ch.Get("index").Int())
+			p := out[i]
+			if p == nil {
+				p = &parsedChoice{}
+				out[i] = p
+			}
+			msg := ch.Get("message")
+			if stream {
+				msg = ch.Get("delta")
+			}
+			p.content += ch.Get("text").String() + msg.Get("content").String()
+			p.reasoning += msg.Get("reasoning").String() + msg.Get("reasoning_content").String()
+			for _, tc := range msg.Get("tool_calls").Array() {
+				k := len(p.tools) - 1
+				if !stream || tc.Get("function.name").Exists() {
+					p.tools = append(p.tools, tc.Get("function.name").String()+"(")
+					k++
+				}
+				if k >= 0 {
+					p.tools[k] += tc.Get("function.arguments").String()
+				}
+			}
+			if f := ch.Get("finish_reason"); f.Type == gjson.String {
+				p.finish = f.String()
+			}
+		}
+	}
+	for _, p := range out {
+		for k := range p.tools {
+			p.tools[k] += ")"
+		}
+	}
+	return out
+}
+
+// checkParsed compares the recorded content, reasoning, tool calls and
+// finish reasons with vLLM's answer to hone.
+func checkParsed(t *testing.T, call *capture.Call, body []byte, stream bool) {
+	t.Helper()
+	want := vllmParsed(body, stream)
+	for _, ch := range call.Choices {
+		w := want[ch.Index]
+		if w == nil {
+			t.Errorf("choice %d: not in vLLM's answer", ch.Index)
+			continue
+		}
+		var tools []string
+		for _, tc := range ch.ToolCalls {
+			tools = append(tools, tc.Name+"("+tc.Arguments+")")
+		}
+		if ch.Content != w.content || ch.Reasoning != w.reasoning || ch.FinishReason != w.finish || !slices.Equal(tools, w.tools) {
+			t.Errorf("choice %d: recorded content %q reasoning %q tools %q finish %q;\nvLLM said content %q reasoning %q tools %q finish %q",
+				ch.Index, ch.Content, ch.Reasoning, tools, ch.FinishReason, w.content, w.reasoning, w.tools, w.finish)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
@@ -125,39 +126,85 @@ func (b *streamBody) process(ev []byte) []byte {
 		return b.release(data, nil) // the usage chunk hone asked for is dropped
 	}
 	out := ev
-	if stripping(c.acc.injected, c.asked) {
+	if c.route == capture.RouteChat && !c.asked.logprobs && !c.asked.tokenIDs && emptyDelta(data) {
+		// vLLM sends a chunk with nothing in its delta (a token its
+		// reasoning or tool parser consumed) only to carry the logprobs
+		// or token ids hone asked for: the agent would not have got it.
+		out = nil
+	} else if stripping(c.acc.injected, c.asked) {
 		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
 		out = append(b.out, "\n\n"...)
 	}
-	if !c.asked.usage && c.acc.finished {
-		prev := b.release(nil, nil)
-		b.held = append(b.held[:0], out...)
-		return prev
+	if !c.asked.usage && (c.acc.finished || len(b.held) > 0) {
+		b.held = append(b.held, out...)
+		return nil
 	}
 	return b.release(nil, out)
 }
 
-// release returns the held final chunk (if any) followed by next. A chunk
-// that ends a choice is held for one event when hone asked for the usage
-// chunk the agent did not: vLLM then moves fields from the final chunk onto
-// the usage chunk (system_fingerprint), and they are put back (from usage,
-// the dropped chunk) before the agent sees the final chunk, as vLLM would
-// have sent it. Only the final chunks wait; token events are not delayed.
+// emptyDelta reports whether a chat chunk holds only choices whose delta is
+// empty and that do not finish, and no usage.
+func emptyDelta(data []byte) bool {
+	chs := gjson.GetBytes(data, "choices").Array()
+	if len(chs) == 0 || gjson.GetBytes(data, "usage").Type == gjson.JSON {
+		return false
+	}
+	for _, ch := range chs {
+		if d := ch.Get("delta"); !d.IsObject() || strings.TrimSpace(d.Raw) != "{}" || ch.Get("finish_reason").Type == gjson.String {
+			return false
+		}
+	}
+	return true
+}
+
+// release returns the held events (if any) followed by next. From the
+// first chunk that ends a choice, events are held when hone asked for the
+// usage chunk the agent did not: vLLM then moves fields from the final
+// chunks onto the usage chunk (system_fingerprint), and they are put back
+// (from usage, the dropped chunk) on every final chunk before the agent sees
+// it, as vLLM would have sent them. Token events before the first final
+// chunk are not delayed; with n > 1, the other choices' remaining events
+// wait with the first final chunk.
 func (b *streamBody) release(usage, next []byte) []byte {
 	if len(b.held) == 0 {
 		return next
 	}
-	held := b.held
-	if fp := gjson.GetBytes(usage, "system_fingerprint"); fp.Exists() && fp.Type != gjson.Null {
-		if data, ok := eventData(held); ok && !gjson.GetBytes(data, "system_fingerprint").Exists() {
-			if patched, err := sjson.SetRawBytes(bytes.Clone(data), "system_fingerprint", []byte(fp.Raw)); err == nil {
-				held = append(append([]byte("data: "), patched...), "\n\n"...)
-			}
+	fp := gjson.GetBytes(usage, "system_fingerprint")
+	out := make([]byte, 0, len(b.held)+len(next)+64)
+	for rest := b.held; len(rest) > 0; {
+		ev := rest
+		if i := bytes.Index(rest, []byte("\n\n")); i >= 0 {
+			ev = rest[:i+2]
 		}
+		rest = rest[len(ev):]
+		if fp.Exists() && fp.Type != gjson.Null {
+			ev = withFingerprint(ev, fp.Raw)
+		}
+		out = append(out, ev...)
 	}
-	out := append(bytes.Clone(held), next...)
 	b.held = b.held[:0]
-	return out
+	return append(out, next...)
+}
+
+// withFingerprint puts system_fingerprint on a chunk that ends a choice and
+// lacks it.
+func withFingerprint(ev []byte, fp string) []byte {
+	data, ok := eventData(ev)
+	if !ok || gjson.GetBytes(data, "system_fingerprint").Exists() {
+		return ev
+	}
+	ends := false
+	for _, ch := range gjson.GetBytes(data, "choices").Array() {
+		ends = ends || ch.Get("finish_reason").Type == gjson.String
+	}
+	if !ends {
+		return ev
+	}
+	patched, err := sjson.SetRawBytes(bytes.Clone(data), "system_fingerprint", []byte(fp))
+	if err != nil {
+		return ev
+	}
+	return append(append([]byte("data: "), patched...), "\n\n"...)
 }
 
 // translated tees one event of a translated API's stream and returns its
