@@ -117,6 +117,9 @@ func covered(doc gjson.Result) error {
 	if g := doc.Get("add_generation_prompt"); g.Exists() && !g.Bool() {
 		why = "add_generation_prompt false"
 	}
+	if r := doc.Get("include_reasoning"); r.Type == gjson.False {
+		why = "include_reasoning false"
+	}
 	for _, k := range []string{"chat_template", "reasoning_effort", "structured_outputs", "guided_json", "guided_regex",
 		"guided_choice", "guided_grammar"} {
 		if v := doc.Get(k); v.Exists() && v.Type != gjson.Null {

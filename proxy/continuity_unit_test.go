@@ -139,6 +139,8 @@ func TestCovered(t *testing.T) {
 		`{"add_generation_prompt":true}`:                              true,
 		`{"chat_template":"{{ messages }}"}`:                          false,
 		`{"structured_outputs":{"json":{}}}`:                          false,
+		`{"include_reasoning":false}`:                                 false,
+		`{"include_reasoning":true}`:                                  true,
 	} {
 		if err := covered(gjson.Parse(body)); (err == nil) != ok {
 			t.Errorf("%s: covered err %v, want ok %v", body, err, ok)
