@@ -40,6 +40,13 @@ var mutants = []mutant{
 		to:   "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n",
 		test: "TestConformanceEmulated/fast/Attention",
 	},
+	{
+		name: "off-by-one causal mask in attention_bwd_dkdv_kernel",
+		file: "csrc/attention.cu",
+		from: "if (a.past + i0 + ii < j) continue;",
+		to:   "if (a.past + i0 + ii <= j) continue;",
+		test: "TestConformanceEmulated/fast/Attention",
+	},
 }
 
 // TestMutantsFail shows the emulated conformance suite catches broken
