@@ -245,7 +245,9 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	if st == nil || !st.tokens {
 		return body, uri
 	}
-	b, err := p.completionsBody(st.maxModelLen)
+	// vLLM's hermes parser keeps special tokens in a tool-calling chat's
+	// output (skip_special_tokens false): the same text comes back here
+	b, err := p.completionsBody(st.maxModelLen, p.tools && e.kind != "embedded")
 	if err != nil {
 		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
 		return body, uri
@@ -257,8 +259,9 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 // completionsBody is the /v1/completions request for the plan: the chat
 // request's sampling fields, the prompt ids, max_tokens (vLLM's chat
 // default, the context left, when the client set none: completions would
-// default to 16), logprobs in the completions form, and token ids.
-func (p *plan) completionsBody(maxModelLen int) ([]byte, error) {
+// default to 16), logprobs in the completions form, token ids, and
+// skip_special_tokens false when keepSpecial.
+func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error) {
 	doc := gjson.ParseBytes(p.up)
 	out := make([]byte, 0, len(p.up)/4+len(p.ids)*7+256)
 	out = append(out, '{')
@@ -270,7 +273,7 @@ func (p *plan) completionsBody(maxModelLen int) ([]byte, error) {
 				maxTok = v.Raw
 			}
 		}
-		if chatOnly[k.Str] {
+		if chatOnly[k.Str] || (keepSpecial && k.Str == "skip_special_tokens") {
 			return true
 		}
 		if len(out) > 1 {
@@ -301,7 +304,11 @@ func (p *plan) completionsBody(maxModelLen int) ([]byte, error) {
 	out = append(out, maxTok...)
 	out = append(out, `,"logprobs":`...)
 	out = strconv.AppendInt(out, int64(p.topN), 10)
-	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true}`...)
+	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true`...)
+	if keepSpecial {
+		out = append(out, `,"skip_special_tokens":false`...)
+	}
+	out = append(out, '}')
 	return out, nil
 }
 

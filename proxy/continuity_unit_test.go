@@ -98,7 +98,7 @@ func TestCompletionsBody(t *testing.T) {
 		`"seed":3,"stop":["x"],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,` +
 		`"return_token_ids":true,"chat_template_kwargs":{"enable_thinking":false},"max_completion_tokens":9,"n":2}`
 	p.up = []byte(up)
-	b, err := p.completionsBody(100)
+	b, err := p.completionsBody(100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +117,15 @@ func TestCompletionsBody(t *testing.T) {
 		}
 	}
 	p.up = []byte(`{"model":"m","messages":[]}`)
-	if b, _ := p.completionsBody(100); gjson.GetBytes(b, "max_tokens").Int() != 97 {
+	if b, _ := p.completionsBody(100, false); gjson.GetBytes(b, "max_tokens").Int() != 97 {
 		t.Errorf("default max_tokens: %s", b)
 	}
-	if _, err := p.completionsBody(0); err == nil {
+	p.up = []byte(`{"model":"m","skip_special_tokens":true,"max_tokens":5}`)
+	if b, _ := p.completionsBody(100, true); gjson.GetBytes(b, "skip_special_tokens").Bool() || strings.Count(string(b), "skip_special") != 1 {
+		t.Errorf("tool-calling request for vLLM: %s", b)
+	}
+	p.up = []byte(`{"model":"m","messages":[]}`)
+	if _, err := p.completionsBody(0, false); err == nil {
 		t.Error("no max_tokens and no max_model_len: want an error")
 	}
 }
