@@ -120,6 +120,19 @@ func covered(doc gjson.Result) error {
 	if r := doc.Get("include_reasoning"); r.Type == gjson.False {
 		why = "include_reasoning false"
 	}
+	// vLLM (0.32) constrains tool calls with a structural tag for a single
+	// call or strict tools, even with tool_choice auto
+	if tools := doc.Get("tools"); tools.IsArray() && len(tools.Array()) > 0 {
+		if doc.Get("parallel_tool_calls").Type == gjson.False {
+			why = "parallel_tool_calls false"
+		}
+		tools.ForEach(func(_, t gjson.Result) bool {
+			if t.Get("strict").Bool() || t.Get("function.strict").Bool() {
+				why = "strict tools"
+			}
+			return true
+		})
+	}
 	for _, k := range []string{"chat_template", "reasoning_effort", "structured_outputs", "guided_json", "guided_regex",
 		"guided_choice", "guided_grammar"} {
 		if v := doc.Get(k); v.Exists() && v.Type != gjson.Null {
@@ -245,9 +258,10 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	if st == nil || !st.tokens {
 		return body, uri
 	}
-	// vLLM's hermes parser keeps special tokens in a tool-calling chat's
-	// output (skip_special_tokens false): the same text comes back here
-	b, err := p.completionsBody(st.maxModelLen, p.tools && e.kind != "embedded")
+	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
+	// tool-calling requests) keep special tokens in a chat's output
+	// (skip_special_tokens false): the same text comes back here
+	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.k.parse.Reasoning))
 	if err != nil {
 		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
 		return body, uri
