@@ -16,6 +16,7 @@ import (
 // the conformance subtest that must catch it.
 type mutant struct {
 	name, file, from, to, test string
+	asan                       bool // run under AddressSanitizer (the wrong write is outside every checked value)
 }
 
 var mutants = []mutant{
@@ -46,6 +47,16 @@ var mutants = []mutant{
 		from: "if (a.past + i0 + ii < j) continue;",
 		to:   "if (a.past + i0 + ii <= j) continue;",
 		test: "TestConformanceEmulated/fast/Attention",
+	},
+	{
+		// Thread j == width adds a column past the end of dst: every value
+		// the suite reads stays right, only AddressSanitizer sees the write.
+		name: "off-by-one bound in sum_rows_kernel writes past dst",
+		file: "csrc/reduce.cu",
+		from: "  if (j >= width) return;\n  float s = 0;\n  for (long i = 0; i < rows; i++) s += x[i * width + j];",
+		to:   "  if (j > width) return;\n  float s = 0;\n  for (long i = 0; i < rows; i++) s += x[i * width + j];",
+		test: "TestConformanceEmulated/readable/Reductions",
+		asan: true,
 	},
 }
 
@@ -86,12 +97,25 @@ func TestMutantsFail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command("go", "test", "-count=1", "-run", "^"+strings.ReplaceAll(m.test, "/", "$/^")+"$", "./cuda")
+			args := []string{"test", "-count=1", "-run", "^" + strings.ReplaceAll(m.test, "/", "$/^") + "$", "./cuda"}
+			env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+			if m.asan {
+				args = append([]string{"test", "-asan"}, args[1:]...)
+				env = append(env, "ASAN_OPTIONS=detect_leaks=0")
+			}
+			cmd := exec.Command("go", args...)
 			cmd.Dir = mod
-			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+			cmd.Env = env
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("the mutant passed %s:\n%s", m.test, out)
+			}
+			if m.asan {
+				if !bytes.Contains(out, []byte("ERROR: AddressSanitizer: heap-buffer-overflow")) {
+					t.Fatalf("AddressSanitizer did not report the overflow:\n%s", out)
+				}
+				t.Logf("caught by AddressSanitizer: heap-buffer-overflow")
+				return
 			}
 			if !bytes.Contains(out, []byte("--- FAIL: "+m.test)) {
 				t.Fatalf("the mutant did not fail in %s:\n%s", m.test, out)
