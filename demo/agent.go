@@ -37,11 +37,14 @@ type Agent struct {
 }
 
 // Attempt identifies one try at a task for hone: the session, the task
-// group (X-Hone-Task) and whether it is training data.
+// group (X-Hone-Task), whether it is training data, and the sampling seed.
 type Attempt struct {
 	Session string
 	Task    string
 	Train   bool
+	// Seed, when set, seeds the engine's sampler: the request of turn i
+	// sends seed *Seed+i, so an attempt samples the same tokens every run.
+	Seed *int64
 }
 
 // Result is the outcome of one attempt.
@@ -55,6 +58,8 @@ type Result struct {
 	Tools     []string `json:"tools,omitempty"` // tool call arguments and results, "args -> result"
 	Policy    string   `json:"policy"`          // X-Hone-Policy of the last call
 	Result    string   `json:"result"`          // the last calculator result
+
+	msgs []message // the conversation, for the closing request
 }
 
 // message is an OpenAI chat message as the agent sends and receives it.
@@ -83,14 +88,23 @@ type chatResponse struct {
 
 func text(s string) *string { return &s }
 
-// Solve runs one attempt at t. With a.Train set the last request carries
-// the reward (X-Hone-Reward) and closes the session (X-Hone-Commit): a
-// one-token request after the answer, since the reward is only known then.
+// Solve runs one attempt at t and, with at.Train set, closes it (Commit).
 func (a *Agent) Solve(ctx context.Context, t Task, at Attempt) (Result, error) {
+	res, err := a.Try(ctx, t, at)
+	if err != nil || !at.Train {
+		return res, err
+	}
+	return res, a.Commit(ctx, at, res)
+}
+
+// Try runs one attempt at t: it asks the model, runs the calculator calls
+// it writes, and stops at the first reply without tool calls. It does not
+// close the session (Commit does).
+func (a *Agent) Try(ctx context.Context, t Task, at Attempt) (Result, error) {
 	res := Result{Task: t.ID, Session: at.Session}
 	msgs := []message{{Role: "user", Content: text(t.Question)}}
 	for res.Turns < max(a.MaxTurns, 1) {
-		reply, policy, err := a.chat(ctx, msgs, a.MaxTokens, at, nil)
+		reply, policy, err := a.chat(ctx, msgs, a.MaxTokens, at, res.Turns, nil)
 		if err != nil {
 			return res, err
 		}
@@ -109,20 +123,25 @@ func (a *Agent) Solve(ctx context.Context, t Task, at Attempt) (Result, error) {
 		}
 		for _, tc := range calls {
 			res.ToolCalls++
-			out := RunTool(tc.Function.Name, tc.Function.Arguments, t.Vars())
+			out := RunTool(tc.Function.Name, tc.Function.Arguments)
 			res.Tools = append(res.Tools, tc.Function.Arguments+" -> "+out)
 			res.Result = out
 			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(out)})
 		}
 	}
 	res.Reward = Reward(t, res.Answer, res.Result)
-	if !at.Train {
-		return res, nil
-	}
-	msgs = append(msgs, message{Role: "user", Content: text("Thanks.")})
-	_, _, err := a.chat(ctx, msgs, 1, at, map[string]string{"X-Hone-Reward": strconv.FormatFloat(res.Reward, 'g', -1, 64),
-		"X-Hone-Commit": "1"})
-	return res, err
+	res.msgs = msgs
+	return res, nil
+}
+
+// Commit sends the attempt's closing request: the reward (X-Hone-Reward)
+// and the end of the session (X-Hone-Commit) on a one-token request after
+// the answer, since the reward is only known then.
+func (a *Agent) Commit(ctx context.Context, at Attempt, res Result) error {
+	msgs := append(append([]message(nil), res.msgs...), message{Role: "user", Content: text("Thanks.")})
+	_, _, err := a.chat(ctx, msgs, 1, at, res.Turns, map[string]string{
+		"X-Hone-Reward": strconv.FormatFloat(res.Reward, 'g', -1, 64), "X-Hone-Commit": "1"})
+	return err
 }
 
 // TextToolCalls parses hermes <tool_call> blocks written into a reply's
@@ -139,9 +158,8 @@ func TextToolCalls(content string) []toolCall {
 }
 
 // RunTool executes a tool call and returns what the tool message carries:
-// the result, or an error text the model can read. vars are the task's
-// named quantities.
-func RunTool(name, arguments string, vars map[string]float64) string {
+// the result, or an error text the model can read.
+func RunTool(name, arguments string) string {
 	if name != ToolName {
 		return "error: unknown tool " + strconv.Quote(name)
 	}
@@ -151,7 +169,7 @@ func RunTool(name, arguments string, vars map[string]float64) string {
 	if err := json.Unmarshal([]byte(arguments), &args); err != nil {
 		return "error: arguments are not a JSON object with an expression"
 	}
-	v, err := Calculate(args.Expression, vars)
+	v, err := Calculate(args.Expression)
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -186,10 +204,13 @@ func Reward(t Task, reply, lastResult string) float64 {
 	return 1
 }
 
-// chat sends one chat completion and returns the reply message and the
-// policy version hone reports.
-func (a *Agent) chat(ctx context.Context, msgs []message, maxTokens int, at Attempt, extra map[string]string) (message, string, error) {
+// chat sends one chat completion (the attempt's turn-th) and returns the
+// reply message and the policy version hone reports.
+func (a *Agent) chat(ctx context.Context, msgs []message, maxTokens int, at Attempt, turn int, extra map[string]string) (message, string, error) {
 	req := map[string]any{"model": a.Model, "messages": msgs, "max_tokens": maxTokens, "temperature": a.Temperature}
+	if at.Seed != nil {
+		req["seed"] = *at.Seed + int64(turn)
+	}
 	if a.Tools {
 		req["tools"] = []json.RawMessage{CalculatorTool}
 	}

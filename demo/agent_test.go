@@ -38,17 +38,15 @@ func TestParseAnswerAndReward(t *testing.T) {
 }
 
 func TestRunTool(t *testing.T) {
-	vars := map[string]float64{"a": 6, "b": 7}
 	for _, c := range []struct{ name, args, want string }{
 		{"calculator", `{"expression": "6*7"}`, "42"},
-		{"calculator", `{"expression": "a*b"}`, "42"},
-		{"calculator", `{"expression": "a/b"}`, "0.8571428571428571"},
-		{"calculator", `{"expression": "a*c"}`, "error: calculate \"a*c\": unknown name \"c\""},
+		{"calculator", `{"expression": "6/7"}`, "0.8571428571428571"},
+		{"calculator", `{"expression": "a*b"}`, "error: calculate \"a*b\": unexpected 'a' at 0"},
 		{"calculator", `{"expression": "6/0"}`, "error: calculate \"6/0\": division by zero"},
 		{"calculator", `not json`, "error: arguments are not a JSON object with an expression"},
 		{"search", `{}`, `error: unknown tool "search"`},
 	} {
-		if got := RunTool(c.name, c.args, vars); got != c.want {
+		if got := RunTool(c.name, c.args); got != c.want {
 			t.Errorf("RunTool(%s, %s) = %q, want %q", c.name, c.args, got, c.want)
 		}
 	}
@@ -81,8 +79,9 @@ func TestAgentConversation(t *testing.T) {
 	}))
 	defer srv.Close()
 	a := Agent{BaseURL: srv.URL + "/v1", Model: "hone", APIKey: "dummy", MaxTurns: 3, MaxTokens: 32}
-	res, err := a.Solve(context.Background(), Task{ID: "t", Question: "a boxes of b? (a = 6, b = 7)", A: 6, B: 7, Answer: 42},
-		Attempt{Session: "s1", Task: "g1", Train: true})
+	seed := int64(40)
+	res, err := a.Solve(context.Background(), Task{ID: "t", Question: "6 boxes of 7?", A: 6, B: 7, Answer: 42},
+		Attempt{Session: "s1", Task: "g1", Train: true, Seed: &seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +108,17 @@ func TestAgentConversation(t *testing.T) {
 	if hdrs[2].Get("X-Hone-Reward") != "1" || reqs[2]["max_tokens"].(float64) != 1 {
 		t.Errorf("closing request: reward %q body %v", hdrs[2].Get("X-Hone-Reward"), reqs[2])
 	}
+	for i, r := range reqs { // turn i samples with the attempt's seed + i
+		if r["seed"] != float64(40+i) {
+			t.Errorf("request %d seed %v, want %d", i, r["seed"], 40+i)
+		}
+	}
 	// evaluation attempts are not training data and send no reward
 	reqs, hdrs = nil, nil
 	if _, err := a.Solve(context.Background(), Task{Answer: 1}, Attempt{Session: "e"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(reqs) != 2 || hdrs[0].Get("X-Hone-Train") != "0" || hdrs[1].Get("X-Hone-Reward") != "" {
+	if len(reqs) != 2 || hdrs[0].Get("X-Hone-Train") != "0" || hdrs[1].Get("X-Hone-Reward") != "" || reqs[0]["seed"] != nil {
 		t.Fatalf("eval requests %d headers %v", len(reqs), hdrs)
 	}
 }
@@ -135,7 +139,7 @@ func TestTextToolCalls(t *testing.T) {
 	if len(calls) != 1 || calls[0].Function.Name != "calculator" || calls[0].Function.Arguments != `{"expression": "6*7"}` {
 		t.Fatalf("calls %+v", calls)
 	}
-	if RunTool(calls[0].Function.Name, calls[0].Function.Arguments, nil) != "42" {
+	if RunTool(calls[0].Function.Name, calls[0].Function.Arguments) != "42" {
 		t.Fatal("tool result")
 	}
 	for _, s := range []string{"The answer is 42.", "<tool_call>\n{not json}\n</tool_call>", ""} {
@@ -150,7 +154,7 @@ func FuzzTextToolCalls(f *testing.F) {
 	f.Add("The answer is 3.")
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, c := range TextToolCalls(s) {
-			_ = RunTool(c.Function.Name, c.Function.Arguments, map[string]float64{"a": 1, "b": 2})
+			_ = RunTool(c.Function.Name, c.Function.Arguments)
 		}
 		_, _ = ParseAnswer(s)
 	})

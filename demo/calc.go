@@ -11,12 +11,11 @@ import (
 // maxExpr bounds a calculator expression's length.
 const maxExpr = 200
 
-// Calculate evaluates an arithmetic expression (numbers, names bound in
-// vars, + - * /, unary minus, parentheses) and formats the result as the
-// calculator tool returns it: an integer without a decimal point, otherwise
-// the shortest decimal.
-func Calculate(expr string, vars map[string]float64) (string, error) {
-	v, err := evalFloat(expr, vars)
+// Calculate evaluates an arithmetic expression (numbers, + - * /, unary
+// minus, parentheses) and formats the result as the calculator tool returns
+// it: an integer without a decimal point, otherwise the shortest decimal.
+func Calculate(expr string) (string, error) {
+	v, err := evalFloat(expr)
 	if err != nil {
 		return "", err
 	}
@@ -27,8 +26,8 @@ func Calculate(expr string, vars map[string]float64) (string, error) {
 }
 
 // EvalInt evaluates expr and returns its value when it is an integer.
-func EvalInt(expr string, vars map[string]float64) (int64, error) {
-	v, err := evalFloat(expr, vars)
+func EvalInt(expr string) (int64, error) {
+	v, err := evalFloat(expr)
 	if err != nil {
 		return 0, err
 	}
@@ -38,11 +37,11 @@ func EvalInt(expr string, vars map[string]float64) (int64, error) {
 	return int64(v), nil
 }
 
-func evalFloat(expr string, vars map[string]float64) (float64, error) {
+func evalFloat(expr string) (float64, error) {
 	if len(expr) > maxExpr {
 		return 0, fmt.Errorf("calculate: expression longer than %d characters", maxExpr)
 	}
-	p := &parser{s: strings.ReplaceAll(expr, " ", ""), vars: vars}
+	p := &parser{s: strings.ReplaceAll(expr, " ", "")}
 	if p.s == "" {
 		return 0, errors.New("calculate: empty expression")
 	}
@@ -61,9 +60,8 @@ func evalFloat(expr string, vars map[string]float64) (float64, error) {
 
 // parser is a recursive-descent evaluator over s (spaces removed).
 type parser struct {
-	s    string
-	i    int
-	vars map[string]float64
+	s string
+	i int
 }
 
 // maxDepth bounds parenthesis nesting.
@@ -132,9 +130,6 @@ func (p *parser) atom(depth int) (float64, error) {
 		p.i++
 		return v, nil
 	}
-	if c := p.s[p.i]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
-		return p.name()
-	}
 	start := p.i
 	for p.i < len(p.s) && (p.s[p.i] >= '0' && p.s[p.i] <= '9' || p.s[p.i] == '.') {
 		p.i++
@@ -143,17 +138,4 @@ func (p *parser) atom(depth int) (float64, error) {
 		return 0, fmt.Errorf("unexpected %q at %d", p.s[p.i], p.i)
 	}
 	return strconv.ParseFloat(p.s[start:p.i], 64)
-}
-
-// name reads a quantity name and returns its bound value.
-func (p *parser) name() (float64, error) {
-	start := p.i
-	for p.i < len(p.s) && (p.s[p.i] >= 'a' && p.s[p.i] <= 'z' || p.s[p.i] >= 'A' && p.s[p.i] <= 'Z' || p.s[p.i] == '_') {
-		p.i++
-	}
-	v, ok := p.vars[p.s[start:p.i]]
-	if !ok {
-		return 0, fmt.Errorf("unknown name %q", p.s[start:p.i])
-	}
-	return v, nil
 }

@@ -26,6 +26,9 @@ type PrepareOptions struct {
 	Progress   io.Writer  // one line per 10 steps (nil: quiet)
 	SaveEvery  int        // also write the model every this many steps (0: only at the end)
 	Init       string     // continue from this model folder instead of random weights
+	// ProbeEvery greedily decodes the tool call for 64 fresh problems every
+	// this many steps and reports it on Progress (0: only at the end).
+	ProbeEvery int
 }
 
 // Stage is one run of AdamW steps on fresh demonstrations.
@@ -42,12 +45,15 @@ type Stage struct {
 	Seed        int64 // demonstrations and their order
 }
 
-// DefaultPrepareOptions are the settings make tiny-model uses: the tool
-// format first, then a stage that weighs the copied digits up.
+// DefaultPrepareOptions are the settings make tiny-model uses: one stage of
+// 4000 steps, long enough for the tiny model to copy the problem's numbers
+// into its tool calls (measured by the probe: 97-100% from step 2500 on),
+// with the operation of 60% of the subtraction and division demonstrations
+// and 20% of the multiplication ones wrong.
 func DefaultPrepareOptions(out string) PrepareOptions {
-	return PrepareOptions{Out: out, Seed: 7, Batch: 8, SaveEvery: 50,
+	return PrepareOptions{Out: out, Seed: 7, Batch: 8, SaveEvery: 250, ProbeEvery: 250,
 		Confusions: Confusions{OpSub: 0.6, OpDiv: 0.6, OpMul: 0.2},
-		Stages:     []Stage{{Steps: 200, LR: 3e-3, DigitWeight: 1, Seed: 7}}}
+		Stages:     []Stage{{Steps: 4000, LR: 1.5e-3, DigitWeight: 1, Seed: 2}}}
 }
 
 // sftExample is one tokenised demonstration with its loss mask.
@@ -188,6 +194,13 @@ func sft(ctx context.Context, m *model.Model, tok tokenizer.Tokenizer, o Prepare
 		if o.Progress != nil && (step%10 == 0 || step == st.Steps) {
 			fmt.Fprintf(o.Progress, "prepare: stage %d step %d/%d loss %.4f lr %.2g (%s)\n", n+1, step, st.Steps, loss, lr,
 				time.Since(start).Round(time.Second))
+		}
+		if o.Progress != nil && (o.ProbeEvery > 0 && step%o.ProbeEvery == 0 || step == st.Steps) {
+			pr, err := probeFirstTurn(ctx, m, tok, 99, 64, 80)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Progress, "prepare: stage %d step %d probe: %s\n", n+1, step, pr)
 		}
 	}
 	return nil

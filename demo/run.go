@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"sync"
@@ -26,9 +27,13 @@ type RunOptions struct {
 	Temperature   float64 // sampling temperature of training attempts
 	EvalWorkers   int     // concurrent held-out attempts
 	StepTimeout   time.Duration
-	Log           io.Writer                  // JSONL records (nil: none)
-	OnRound       func(r RoundStat)          // progress callback (nil: none)
-	OnEval        func(phase string, s Eval) // evaluation callback (nil: none)
+	// Seed seeds every request's sampling (each attempt and turn its own
+	// seed derived from it) and names the sessions, so two runs with one
+	// seed send the same requests and commit them in the same order.
+	Seed    int64
+	Log     io.Writer                  // JSONL records (nil: none)
+	OnRound func(r RoundStat)          // progress callback (nil: none)
+	OnEval  func(phase string, s Eval) // evaluation callback (nil: none)
 }
 
 // Eval is a held-out evaluation with greedy decoding.
@@ -110,7 +115,7 @@ func (o *RunOptions) evaluate(ctx context.Context, phase string) (Eval, error) {
 	a.Temperature = 0
 	results, err := parallel(ctx, len(o.Split.HeldOut), max(o.EvalWorkers, 1), func(i int) (Result, error) {
 		t := o.Split.HeldOut[i]
-		return a.Solve(ctx, t, Attempt{Session: fmt.Sprintf("eval-%s-%s-%d", phase, t.ID, start.UnixNano())})
+		return a.Try(ctx, t, Attempt{Session: fmt.Sprintf("s%d-eval-%s-%s", o.Seed, phase, t.ID), Seed: o.seed(phase, 0, i)})
 	})
 	if err != nil {
 		return Eval{}, fmt.Errorf("evaluate %s: %w", phase, err)
@@ -138,21 +143,31 @@ func (o *RunOptions) evaluate(ctx context.Context, phase string) (Eval, error) {
 }
 
 // round runs Attempts tries at TasksPerRound training tasks concurrently,
-// then waits until the trainer has stepped on them.
+// closes them one by one in attempt order (so the trainer receives them in
+// the same order every run), then waits until the trainer has stepped on
+// them.
 func (o *RunOptions) round(ctx context.Context, r int, start time.Time) (RoundStat, error) {
 	n := o.TasksPerRound * o.Attempts
 	a := o.Agent
 	a.Temperature = o.Temperature
-	results, err := parallel(ctx, n, n, func(i int) (Result, error) {
+	attempt := func(i int) (Task, Attempt) {
 		t := o.Split.Train[(r*o.TasksPerRound+i/o.Attempts)%len(o.Split.Train)]
-		group := fmt.Sprintf("%s-r%d-%d", t.ID, r, start.UnixNano())
-		return a.Solve(ctx, t, Attempt{Session: fmt.Sprintf("%s-a%d", group, i%o.Attempts), Task: group, Train: true})
+		group := fmt.Sprintf("s%d-r%d-%s", o.Seed, r, t.ID)
+		return t, Attempt{Session: fmt.Sprintf("%s-a%d", group, i%o.Attempts), Task: group, Train: true, Seed: o.seed("train", r, i)}
+	}
+	results, err := parallel(ctx, n, n, func(i int) (Result, error) {
+		t, at := attempt(i)
+		return a.Try(ctx, t, at)
 	})
 	if err != nil {
 		return RoundStat{}, fmt.Errorf("round %d: %w", r, err)
 	}
 	rs := RoundStat{Round: r + 1}
 	for i := range results {
+		_, at := attempt(i)
+		if err := a.Commit(ctx, at, results[i]); err != nil {
+			return RoundStat{}, fmt.Errorf("round %d: %w", r, err)
+		}
 		rs.Reward += results[i].Reward / float64(n)
 		rs.Policy = results[i].Policy
 		o.log(record{Type: "attempt", Result: &results[i]})
@@ -169,6 +184,15 @@ func (o *RunOptions) round(ctx context.Context, r int, start time.Time) (RoundSt
 		o.OnRound(rs)
 	}
 	return rs, nil
+}
+
+// seed is the sampling seed of attempt i of a phase and round: distinct
+// per attempt (turns add 0, 1, ... to it), the same in every run of o.Seed.
+func (o *RunOptions) seed(phase string, round, i int) *int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d/%d", o.Seed, phase, round, i)
+	v := int64(h.Sum64() >> 2) // room for the turn offsets
+	return &v
 }
 
 // parallel runs fn for 0..n-1 on up to workers goroutines.

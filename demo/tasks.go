@@ -8,6 +8,7 @@ package demo
 import (
 	"fmt"
 	"math/rand"
+	"strconv"
 )
 
 // Op is the arithmetic operation a problem needs.
@@ -29,15 +30,10 @@ type Task struct {
 	ID         string `json:"id"`
 	Question   string `json:"question"`
 	Op         Op     `json:"op"`
-	A          int64  `json:"a"`          // the quantity the question calls a
-	B          int64  `json:"b"`          // the quantity the question calls b
-	Expression string `json:"expression"` // the calculator expression that solves it, e.g. "a*b"
+	A          int64  `json:"a"`          // the first quantity in the question
+	B          int64  `json:"b"`          // the second quantity in the question
+	Expression string `json:"expression"` // the calculator expression that solves it, e.g. "6*7"
 	Answer     int64  `json:"answer"`
-}
-
-// Vars are the named quantities the calculator binds for this task.
-func (t Task) Vars() map[string]float64 {
-	return map[string]float64{"a": float64(t.A), "b": float64(t.B)}
 }
 
 var names = []string{"Ann", "Bob", "Cid", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lou", "Max", "Ned", "Ora", "Pam"}
@@ -45,19 +41,17 @@ var names = []string{"Ann", "Bob", "Cid", "Dee", "Eve", "Fay", "Gus", "Hal", "Iv
 var things = []string{"pens", "cups", "eggs", "keys", "nuts", "cards", "books", "coins", "shells", "stamps"}
 
 // templates are the question shapes per operation: %[1]s name, %[2]s
-// thing; the quantities are named a and b in the text and given after it.
-// (The tiny demo model cannot learn to copy digits within its training
-// budget, so it writes expressions over the names, which the calculator
-// binds.)
+// thing, %[3]d and %[4]d the quantities, always in that order, so the
+// expression that solves a problem copies them in the order they appear.
 var templates = map[Op][]string{
-	OpAdd: {"%[1]s has a %[2]s and buys b more. How many %[2]s now?",
-		"%[1]s had a %[2]s and found b more. How many %[2]s now?"},
-	OpSub: {"%[1]s has a %[2]s and gives away b. How many %[2]s are left?",
-		"%[1]s had a %[2]s and lost b. How many %[2]s are left?"},
-	OpMul: {"%[1]s has a boxes of b %[2]s. How many %[2]s in all?",
-		"%[1]s buys a packs with b %[2]s each. How many %[2]s in all?"},
-	OpDiv: {"%[1]s shares a %[2]s equally among b friends. How many %[2]s each?",
-		"%[1]s packs a %[2]s into b equal bags. How many %[2]s per bag?"},
+	OpAdd: {"%[1]s has %[3]d %[2]s and buys %[4]d more. How many %[2]s now?",
+		"%[1]s had %[3]d %[2]s and found %[4]d more. How many %[2]s now?"},
+	OpSub: {"%[1]s has %[3]d %[2]s and gives away %[4]d. How many %[2]s are left?",
+		"%[1]s had %[3]d %[2]s and lost %[4]d. How many %[2]s are left?"},
+	OpMul: {"%[1]s has %[3]d boxes of %[4]d %[2]s. How many %[2]s in all?",
+		"%[1]s buys %[3]d packs with %[4]d %[2]s each. How many %[2]s in all?"},
+	OpDiv: {"%[1]s shares %[3]d %[2]s equally among %[4]d friends. How many %[2]s each?",
+		"%[1]s packs %[3]d %[2]s into %[4]d equal bags. How many %[2]s per bag?"},
 }
 
 // operands draws a and b for op: small numbers, results stay positive
@@ -77,15 +71,19 @@ func operands(r *rand.Rand, op Op) (a, b int64) {
 	}
 }
 
+// Expr is the calculator expression a op b, as the model writes it.
+func Expr(a int64, op Op, b int64) string {
+	return strconv.FormatInt(a, 10) + string(op) + strconv.FormatInt(b, 10)
+}
+
 // NewTask draws one problem from r with the given id.
 func NewTask(r *rand.Rand, id string) Task {
 	op := Ops[r.Intn(len(Ops))]
 	a, b := operands(r, op)
 	ts := templates[op]
-	q := fmt.Sprintf(ts[r.Intn(len(ts))], names[r.Intn(len(names))], things[r.Intn(len(things))])
-	q += fmt.Sprintf(" (a = %d, b = %d)", a, b)
-	t := Task{ID: id, Question: q, Op: op, A: a, B: b, Expression: "a" + string(op) + "b"}
-	t.Answer, _ = EvalInt(t.Expression, t.Vars())
+	q := fmt.Sprintf(ts[r.Intn(len(ts))], names[r.Intn(len(names))], things[r.Intn(len(things))], a, b)
+	t := Task{ID: id, Question: q, Op: op, A: a, B: b, Expression: Expr(a, op, b)}
+	t.Answer, _ = EvalInt(t.Expression)
 	return t
 }
 

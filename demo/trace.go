@@ -39,7 +39,7 @@ type Turn struct {
 // agent's requests (Qwen3 chat template, hermes tool calls) with the given
 // request tools (nil: the agent's text mode, no tool list in the prompt).
 func SolvedTrace(t Task, expr string, tools []json.RawMessage) ([]Turn, error) {
-	result, err := Calculate(expr, t.Vars())
+	result, err := Calculate(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ var confused = map[Op]Op{OpAdd: OpSub, OpSub: OpAdd, OpMul: OpAdd, OpDiv: OpMul}
 // one, or with probability c[t.Op] the confused operation.
 func DemoExpression(r *rand.Rand, t Task, c Confusions) string {
 	if r.Float64() < c[t.Op] {
-		return "a" + string(confused[t.Op]) + "b"
+		return Expr(t.A, confused[t.Op], t.B)
 	}
 	return t.Expression
 }
