@@ -64,6 +64,9 @@ func demoPrepare(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Batch, "batch", o.Batch, "demonstrations per step")
 	fs.IntVar(&o.SaveEvery, "save-every", o.SaveEvery, "also write the model every N steps")
 	fs.StringVar(&o.Init, "init", "", "continue from this model folder (default: random tiny weights)")
+	fs.IntVar(&o.ProbeEvery, "probe-every", 0, "greedily decode 64 fresh tool calls every N steps and report them")
+	digitWeight := fs.Float64("digit-weight", float64(st.DigitWeight), "loss weight of digit tokens in the --steps stage")
+	fs.IntVar(&o.Threads, "threads", 0, "CPU workers (0: all cores)")
 	fs.IntVar(&st.Steps, "steps", 0, "run one stage of this many steps instead of the default stages")
 	fs.Float64Var(&st.LR, "lr", st.LR, "peak learning rate of the --steps stage")
 	fs.Int64Var(&st.Seed, "data-seed", st.Seed, "demonstration seed of the --steps stage")
@@ -71,6 +74,7 @@ func demoPrepare(ctx context.Context, args []string) error {
 		return err
 	}
 	if st.Steps > 0 {
+		st.DigitWeight = float32(*digitWeight)
 		o.Stages = []demo.Stage{st}
 	}
 	o.Progress = os.Stderr
@@ -96,7 +100,7 @@ func parseDemoFlags(args []string) (demoFlags, error) {
 	fs.StringVar(&f.model, "model", "", "model folder (default: the shipped prepared tiny model)")
 	fs.StringVar(&f.out, "out", filepath.Join("data", "demo"), "folder for reward.png, demo.jsonl, train-steps.jsonl and hone.log")
 	fs.StringVar(&f.data, "data", "", "data folder (default: a fresh temporary folder)")
-	fs.Int64Var(&f.seed, "seed", 1, "task seed")
+	fs.Int64Var(&f.seed, "seed", 1, "seed of the task split and of every request's sampling (two runs with one seed print the same numbers)")
 	fs.IntVar(&f.rounds, "rounds", 40, "training rounds (one trainer step each)")
 	fs.IntVar(&f.tasks, "tasks", 8, "tasks per round")
 	fs.IntVar(&f.attempts, "attempts", 4, "attempts per task (GRPO group size)")
@@ -225,7 +229,7 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 		Agent: demo.Agent{BaseURL: base, Model: c.Embedded.ServedModelName, APIKey: "dummy", MaxTurns: 3, MaxTokens: f.maxTokens,
 			Client: &http.Client{Timeout: 5 * time.Minute}},
 		StepLog: c.Trainer.MetricsLog, Split: split, Rounds: f.rounds, TasksPerRound: f.tasks, Attempts: f.attempts,
-		Temperature: f.temperature, EvalWorkers: 16, StepTimeout: 5 * time.Minute, Log: jl,
+		Temperature: f.temperature, EvalWorkers: 16, StepTimeout: 5 * time.Minute, Log: jl, Seed: f.seed,
 		OnEval: func(phase string, e demo.Eval) {
 			fmt.Printf("held-out solve rate %s training: %.1f%% (%d/%d, tool use %.0f%%, %.0fs)\n", phase, 100*e.Rate,
 				e.Solved, e.Total, 100*e.ToolUse, e.Duration)
