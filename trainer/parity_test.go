@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hone-rl/hone/model"
+	"github.com/hone-rl/hone/peers"
 	"github.com/hone-rl/hone/trainer/checkpoint"
 )
 
@@ -29,9 +30,10 @@ func needTorch(t *testing.T) {
 	}
 }
 
-func repoScript(t *testing.T, name string) string {
+// repoScript is scripts/<dir>/<name> of this repository.
+func repoScript(t *testing.T, dir, name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "scripts", "torch", name)
+	return filepath.Join(filepath.Dir(file), "..", "scripts", dir, name)
 }
 
 type parityInput struct {
@@ -44,11 +46,28 @@ type parityInput struct {
 	Loss       map[string]any `json:"loss"`
 }
 
-// TestLossGradientParityTorch compares the trainer's loss and LoRA
-// gradients with PyTorch autograd on the same weights and batch (float32
-// here, float64 in PyTorch): relative error <= 1e-3.
-func TestLossGradientParityTorch(t *testing.T) {
-	needTorch(t)
+// peersPython returns the peers' Python (transformers, PEFT): skips without
+// it, saying how to get it, unless HONE_REQUIRE_PEERS=1 makes that a failure.
+func peersPython(t *testing.T) string {
+	t.Helper()
+	py, err := peers.Python()
+	if err != nil {
+		if peers.Required() {
+			t.Fatalf("HONE_REQUIRE_PEERS=1: %v", err)
+		}
+		t.Skip(err)
+	}
+	return py
+}
+
+// TestLossGradientParityTransformers compares the trainer's loss, token
+// log-probabilities and LoRA gradients with autograd through transformers'
+// AutoModelForCausalLM and PEFT's PeftModel (float64 there, float32 here),
+// the adapter being the one trainer/checkpoint wrote, loaded by
+// PeftModel.from_pretrained (scripts/peers/hf_loss.py checks PEFT took every
+// tensor): relative error <= 1e-3.
+func TestLossGradientParityTransformers(t *testing.T) {
+	py := peersPython(t)
 	cases := []struct {
 		name string
 		opts LossOptions
@@ -76,15 +95,28 @@ func TestLossGradientParityTorch(t *testing.T) {
 	in := parityBatch(t, pol)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			goLoss, goGrads, clipped := goSide(t, pol, tc.opts, in)
-			ref := torchSide(t, tc.opts, in, modelDir, adapterDir, filepath.Join(dir, "ref.safetensors"))
+			goLoss, goLogp, goGrads, clipped := goSide(t, pol, tc.opts, in)
+			ref := refSide(t, py, tc.opts, in, modelDir, adapterDir, filepath.Join(dir, "ref.safetensors"))
 			want := ref["loss"].Data[0]
 			if rel := math.Abs(goLoss-float64(want)) / math.Max(math.Abs(float64(want)), 1e-12); rel > 1e-3 {
-				t.Errorf("loss %v, PyTorch %v (rel err %.2e)", goLoss, want, rel)
+				t.Errorf("loss %v, transformers + PEFT %v (rel err %.2e)", goLoss, want, rel)
+			}
+			worstLogp := 0.0
+			for i, lp := range goLogp {
+				r := ref[fmt.Sprintf("logp.%d", i)].Data
+				for k := range lp {
+					worstLogp = math.Max(worstLogp, math.Abs(float64(lp[k])-float64(r[k])))
+				}
+			}
+			if worstLogp > 1e-4 {
+				t.Errorf("token log-probabilities differ from transformers + PEFT by up to %.3g (tolerance 1e-4)", worstLogp)
 			}
 			worst := 0.0
 			for name, g := range goGrads {
-				r := ref["grad."+name]
+				r, ok := ref["grad."+name]
+				if !ok {
+					t.Fatalf("%s: no gradient from PEFT", name)
+				}
 				var diff, norm float64
 				for i := range g {
 					diff += math.Pow(float64(g[i])-float64(r.Data[i]), 2)
@@ -93,11 +125,11 @@ func TestLossGradientParityTorch(t *testing.T) {
 				rel := math.Sqrt(diff / math.Max(norm, 1e-30))
 				worst = math.Max(worst, rel)
 				if rel > 1e-3 {
-					t.Errorf("%s: relative error %.2e", name, rel)
+					t.Errorf("%s: relative error %.2e against transformers + PEFT autograd", name, rel)
 				}
 			}
-			t.Logf("loss %.6g vs %.6g; worst LoRA gradient relative error %.2e over %d tensors; %d tokens clipped",
-				goLoss, want, worst, len(goGrads), clipped)
+			t.Logf("loss %.6g vs %.6g; token logprobs within %.2e; worst LoRA gradient relative error %.2e over %d tensors; %d tokens clipped",
+				goLoss, want, worstLogp, worst, len(goGrads), clipped)
 			if tc.opts.Kind == LossPPO && tc.opts.TISCap == 0 && clipped == 0 {
 				t.Error("no token was clipped: the clipped branch went untested")
 			}
@@ -132,7 +164,7 @@ func parityBatch(t *testing.T, pol *Policy) parityInput {
 	return in
 }
 
-func goSide(t *testing.T, pol *Policy, o LossOptions, in parityInput) (float64, map[string][]float32, int) {
+func goSide(t *testing.T, pol *Policy, o LossOptions, in parityInput) (float64, [][]float32, map[string][]float32, int) {
 	ctx := context.Background()
 	scales := AggregationScales(o.Aggregation, in.Mask)
 	act, lps, err := pol.forward(ctx, in.Sequences)
@@ -172,10 +204,10 @@ func goSide(t *testing.T, pol *Policy, o LossOptions, in parityInput) (float64, 
 		grads[g.Name] = h
 	}
 	pol.grads.Zero()
-	return total, grads, clipped
+	return total, lps, grads, clipped
 }
 
-func torchSide(t *testing.T, o LossOptions, in parityInput, modelDir, adapterDir, out string) map[string]model.HostTensor {
+func refSide(t *testing.T, py string, o LossOptions, in parityInput, modelDir, adapterDir, out string) map[string]model.HostTensor {
 	in.Loss = map[string]any{"kind": o.Kind, "clip_low": o.ClipLow, "clip_high": o.ClipHigh, "dual_clip": o.DualClip, "tis_cap": o.TISCap,
 		"kl_coef": o.KLCoef, "kl_estimator": o.KLEstimator, "aggregation": o.Aggregation}
 	raw, _ := json.Marshal(in)
@@ -183,9 +215,9 @@ func torchSide(t *testing.T, o LossOptions, in parityInput, modelDir, adapterDir
 	if err := os.WriteFile(inPath, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, repoScript(t, "trainer_loss.py"), "--model", modelDir, "--adapter", adapterDir, "--input", inPath, "--out", out)
+	cmd := exec.Command(py, repoScript(t, "peers", "hf_loss.py"), "--model", modelDir, "--adapter", adapterDir, "--input", inPath, "--out", out)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("trainer_loss.py: %v\n%s", err, msg)
+		t.Fatalf("hf_loss.py: %v\n%s", err, msg)
 	}
 	return readAll(t, out)
 }
@@ -228,7 +260,7 @@ func TestOptimizerParityTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out.safetensors")
-	cmd := exec.Command(python, repoScript(t, "trainer_adamw.py"), "--params", filepath.Join(dir, "params.safetensors"),
+	cmd := exec.Command(python, repoScript(t, "torch", "trainer_adamw.py"), "--params", filepath.Join(dir, "params.safetensors"),
 		"--grads", filepath.Join(dir, "grads.safetensors"), "--out", out, "--steps", fmt.Sprint(steps), "--lr", fmt.Sprint(lr),
 		"--beta1", "0.9", "--beta2", "0.99", "--eps", "1e-8", "--weight-decay", "0.1", "--max-norm", fmt.Sprint(maxNorm))
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -1,6 +1,12 @@
 #!/usr/bin/python3
 """Reference Qwen3 / Qwen2 / Llama forward (and LoRA gradients) in PyTorch.
 
+No longer hone's parity reference: transformers + PEFT are (model/parity_test.go
+and trainer/parity_test.go run scripts/peers/hf_*.py in the peers' virtualenv).
+It stays for scripts/torch/trainer_bench.py, the LoRA-training speed anchor on
+Debian's python3-torch 1.13, which has no transformers, and for
+trainer_adamw.py's safetensors helpers.
+
 Reads a Hugging Face model folder (config.json + model.safetensors) and
 optionally a PEFT adapter folder, parsing safetensors with json + numpy (no
 `safetensors` or `transformers` package), and follows transformers'

@@ -1,9 +1,12 @@
-#!/usr/bin/python3
-"""PyTorch reference for hone's trainer losses and their LoRA gradients.
+"""transformers + PEFT reference for hone's trainer losses and their LoRA gradients.
 
-Builds the model with scripts/torch/qwen3_ref.py (transformers' Qwen3 math),
-evaluates the trainer's loss written independently here with torch ops, and
-lets autograd produce the LoRA gradients.
+Run with the peers' Python (scripts/peers/ensure.sh). Loads the model folder
+with transformers' AutoModelForCausalLM and the adapter hone's trainer wrote
+(trainer/checkpoint) with PEFT's PeftModel.from_pretrained (is_trainable),
+both in float64; evaluates the trainer's loss, written independently here
+with torch ops, and lets autograd through transformers + PEFT produce the
+LoRA gradients. The frozen reference of the KL term is the same PeftModel
+under disable_adapter().
 
 Input (--input JSON):
   sequences   [[ids...], ...]
@@ -15,23 +18,16 @@ Input (--input JSON):
                "kl_coef", "kl_estimator": "k1"|"k2"|"k3",
                "aggregation": "token-mean"|"seq-mean"}
 Output (--out safetensors): loss [1], logp.{i} [T] token-aligned (0 at t=0),
-grad.{peft name} for every LoRA tensor.
+grad.{adapter_model.safetensors name} for every LoRA tensor.
 """
 import argparse
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen3_ref import Reference, write_safetensors  # noqa: E402
-
-
-def token_logp(ref, seq, use_lora):
-    logits = ref.forward(seq, use_lora)
-    lp = torch.log_softmax(logits[:-1], dim=-1).gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
-    return torch.cat([torch.zeros(1, dtype=lp.dtype), lp])
+import hf_common as hf  # noqa: E402
 
 
 def kl(est, lp, ref_lp):
@@ -71,23 +67,22 @@ def main():
     ap.add_argument("--adapter", required=True)
     ap.add_argument("--input", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
+    ap.add_argument("--dtype", default="float64", choices=sorted(hf.DTYPES))
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    dtype = getattr(torch, args.dtype)
-    torch.set_num_threads(1)
-    ref = Reference(args.model, dtype)
-    with open(args.input) as f:
-        inp = json.load(f)
+    dtype = hf.DTYPES[args.dtype]
+    torch.set_num_threads(args.threads)
+    inp = hf.read_json(args.input)
     o = inp["loss"]
+    pm = hf.load_adapter(hf.load_model(args.model, dtype), args.adapter, trainable=True)
     refs = []
     if o.get("kl_coef", 0) > 0:
-        with torch.no_grad():
-            refs = [token_logp(ref, s, False) for s in inp["sequences"]]
-    ref.load_adapter(args.adapter)
+        with torch.no_grad(), pm.disable_adapter():
+            refs = [hf.token_logp(pm, s)[0] for s in inp["sequences"]]
     out, per_seq, masks = {}, [], []
     for i, seq in enumerate(inp["sequences"]):
-        lp = token_logp(ref, seq, True)
-        out[f"logp.{i}"] = lp.detach()
+        lp, _ = hf.token_logp(pm, seq)
+        out[f"logp.{i}"] = lp
         m = torch.tensor(inp["mask"][i], dtype=dtype)
         m[0] = 0
         if o["kind"] == "sft":
@@ -105,10 +100,9 @@ def main():
     else:
         loss = sum(per_seq) / sum(masks)
     loss.backward()
-    out["loss"] = loss.detach().reshape(1)
-    for name, p in ref.lora.items():
-        out["grad." + name] = p.grad
-    write_safetensors(args.out, out)
+    out["loss"] = loss.reshape(1)
+    out.update(hf.lora_grads(pm))
+    hf.write(args.out, out)
 
 
 if __name__ == "__main__":
