@@ -42,6 +42,7 @@ type tensor struct {
 	shape []int
 	n     int
 	view  bool
+	bf16  bool // bfloat16 storage (bf16.go); no kernels.Backend operation takes it yet
 }
 
 func (t *tensor) Shape() []int { return t.shape }
@@ -122,7 +123,13 @@ func dev(t kernels.Tensor) *tensor {
 	return ct
 }
 
-func fp(t kernels.Tensor) *C.float { return (*C.float)(dev(t).ptr) }
+func fp(t kernels.Tensor) *C.float {
+	d := dev(t)
+	if d.bf16 {
+		panic("kernels/cuda: a bf16 tensor where float32 is expected")
+	}
+	return (*C.float)(d.ptr)
+}
 
 // optFP is fp, or NULL for a nil tensor (an optional gradient).
 func optFP(t kernels.Tensor) *C.float {

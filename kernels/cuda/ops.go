@@ -20,8 +20,13 @@ func cbool(v bool) C.int {
 	return 0
 }
 
-// MatMul implements kernels.Backend: one (strided-batched) cuBLAS GEMM.
-func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, beta float32) {
+// gemmPlan is one (strided-batched) row-major GEMM.
+type gemmPlan struct {
+	batch, m, n, k, strideB int
+}
+
+// planMatMul checks MatMul's shapes (see kernels.Backend.MatMul).
+func planMatMul(c, a, bm kernels.Tensor, transA, transB bool) gemmPlan {
 	as, bs, cs := a.Shape(), bm.Shape(), c.Shape()
 	batch := 1
 	if len(as) == 3 {
@@ -53,13 +58,19 @@ func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, be
 	if ka != kb || cs[0] != m || cs[1] != n {
 		panic(fmt.Sprintf("kernels/cuda: matmul A %v(T=%v) B %v(T=%v) C %v", a.Shape(), transA, bm.Shape(), transB, c.Shape()))
 	}
-	strideB := 0
+	p := gemmPlan{batch: batch, m: m, n: n, k: ka}
 	if bBatched {
-		strideB = ka * n
+		p.strideB = ka * n
 	}
+	return p
+}
+
+// MatMul implements kernels.Backend: one (strided-batched) cuBLAS GEMM.
+func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, beta float32) {
+	p := planMatMul(c, a, bm, transA, transB)
 	b.call("matmul", func(x *C.hone_ctx) C.int {
-		return C.hone_gemm(x, cbool(transA), cbool(transB), C.long(m), C.long(n), C.long(ka), C.float(alpha),
-			fp(a), C.long(m*ka), fp(bm), C.long(strideB), C.float(beta), fp(c), C.long(m*n), C.long(batch))
+		return C.hone_gemm(x, cbool(transA), cbool(transB), C.long(p.m), C.long(p.n), C.long(p.k), C.float(alpha),
+			fp(a), C.long(p.m*p.k), fp(bm), C.long(p.strideB), C.float(beta), fp(c), C.long(p.m*p.n), C.long(p.batch))
 	})
 }
 

@@ -10,6 +10,7 @@
 #include "emu/cuda_emu.h"
 #else
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 // HONE_LAUNCH(kernel, grid, block, shared bytes, stream, args...): a kernel

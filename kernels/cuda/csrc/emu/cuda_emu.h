@@ -421,3 +421,23 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return emu::runner.last; }
 inline cudaError_t cudaDeviceSynchronize() { return emu::runner.last; }
+
+// ---- bfloat16 (cuda_bf16.h) -------------------------------------------------
+// Storage is the upper half of a float32; conversion from float rounds to
+// nearest, ties to even, and keeps NaN a (quiet) NaN, as __float2bfloat16_rn.
+struct __nv_bfloat16 {
+  uint16_t x;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{uint16_t((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __nv_bfloat16{uint16_t(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 h) {
+  uint32_t u = uint32_t(h.x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
