@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/model"
@@ -135,6 +138,54 @@ func TestLossGradientParityTransformers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdapterConfigMatchesPEFT compares the adapter_config.json
+// trainer/checkpoint writes with the one the installed PEFT's save_pretrained
+// writes for the same LoraConfig (scripts/peers/hf_adapter_config.py): the
+// same keys with the same values, but peft_version (hone is not PEFT) and
+// the order of target_modules (PEFT writes a set).
+func TestAdapterConfigMatchesPEFT(t *testing.T) {
+	py := peersPython(t)
+	cmd := exec.Command(py, repoScript(t, "peers", "hf_adapter_config.py"), "--r", "8", "--alpha", "16", "--dropout", "0.05",
+		"--targets", "v_proj,q_proj", "--base", "Qwen/Qwen3-0.6B")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hf_adapter_config.py: %v\n%s", err, stderr.String())
+	}
+	ours, err := checkpoint.MarshalConfig(checkpoint.LoRAConfig{BaseModel: "Qwen/Qwen3-0.6B", R: 8, Alpha: 16, Dropout: 0.05,
+		TargetModules: []string{"v_proj", "q_proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peft, hone map[string]any
+	if err := json.Unmarshal(raw, &peft); err != nil {
+		t.Fatalf("PEFT's adapter_config.json: %v\n%s", err, raw)
+	}
+	if err := json.Unmarshal(ours, &hone); err != nil {
+		t.Fatal(err)
+	}
+	delete(peft, "peft_version")
+	for _, m := range []map[string]any{peft, hone} {
+		if tm, ok := m["target_modules"].([]any); ok {
+			slices.SortFunc(tm, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		}
+	}
+	for k, v := range peft {
+		if hv, ok := hone[k]; !ok {
+			t.Errorf("hone's adapter_config.json lacks %q (PEFT writes %v)", k, v)
+		} else if !reflect.DeepEqual(hv, v) {
+			t.Errorf("%s: hone writes %v, PEFT %v", k, hv, v)
+		}
+	}
+	for k, v := range hone {
+		if _, ok := peft[k]; !ok {
+			t.Errorf("hone's adapter_config.json has %q = %v, which PEFT does not write", k, v)
+		}
+	}
+	t.Logf("%d keys, as PEFT writes them", len(hone))
 }
 
 // parityBatch builds three sequences with behaviour logprobs near the

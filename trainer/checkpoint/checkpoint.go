@@ -53,36 +53,51 @@ func (c LoRAConfig) Validate() error {
 	return nil
 }
 
-// peftConfig mirrors the adapter_config.json PEFT (>= 0.13) writes for a
-// plain LoRA on a causal LM, every default included.
+// peftConfig mirrors the adapter_config.json PEFT 0.21.2's save_pretrained
+// writes for a plain LoRA on a causal LM, every default included, in the
+// same (sorted) key order; only peft_version is left out (hone is not PEFT).
+// trainer/parity_test.go compares it with what the installed PEFT writes.
 type peftConfig struct {
-	AlphaPattern      map[string]any `json:"alpha_pattern"`
-	AutoMapping       any            `json:"auto_mapping"`
-	BaseModel         string         `json:"base_model_name_or_path"`
-	Bias              string         `json:"bias"`
-	EvaConfig         any            `json:"eva_config"`
-	ExcludeModules    any            `json:"exclude_modules"`
-	FanInFanOut       bool           `json:"fan_in_fan_out"`
-	InferenceMode     bool           `json:"inference_mode"`
-	InitLoRAWeights   bool           `json:"init_lora_weights"`
-	LayerReplication  any            `json:"layer_replication"`
-	LayersPattern     any            `json:"layers_pattern"`
-	LayersToTransform any            `json:"layers_to_transform"`
-	LoftQConfig       map[string]any `json:"loftq_config"`
-	LoRAAlpha         float64        `json:"lora_alpha"`
-	LoRABias          bool           `json:"lora_bias"`
-	LoRADropout       float64        `json:"lora_dropout"`
-	MegatronConfig    any            `json:"megatron_config"`
-	MegatronCore      string         `json:"megatron_core"`
-	ModulesToSave     any            `json:"modules_to_save"`
-	PeftType          string         `json:"peft_type"`
-	R                 int            `json:"r"`
-	RankPattern       map[string]any `json:"rank_pattern"`
-	Revision          any            `json:"revision"`
-	TargetModules     []string       `json:"target_modules"`
-	TaskType          string         `json:"task_type"`
-	UseDoRA           bool           `json:"use_dora"`
-	UseRSLoRA         bool           `json:"use_rslora"`
+	AloraInvocationTokens any            `json:"alora_invocation_tokens"`
+	AlphaPattern          map[string]any `json:"alpha_pattern"`
+	ArrowConfig           any            `json:"arrow_config"`
+	AutoMapping           any            `json:"auto_mapping"`
+	BaseModel             string         `json:"base_model_name_or_path"`
+	Bias                  string         `json:"bias"`
+	CordaConfig           any            `json:"corda_config"`
+	EnsureWeightTying     bool           `json:"ensure_weight_tying"`
+	EvaConfig             any            `json:"eva_config"`
+	ExcludeModules        any            `json:"exclude_modules"`
+	FanInFanOut           bool           `json:"fan_in_fan_out"`
+	InferenceMode         bool           `json:"inference_mode"`
+	InitLoRAWeights       bool           `json:"init_lora_weights"`
+	KasaConfig            any            `json:"kasa_config"`
+	LayerReplication      any            `json:"layer_replication"`
+	LayersPattern         any            `json:"layers_pattern"`
+	LayersToTransform     any            `json:"layers_to_transform"`
+	LoftQConfig           map[string]any `json:"loftq_config"`
+	LoRAAlpha             float64        `json:"lora_alpha"`
+	LoRABias              bool           `json:"lora_bias"`
+	LoRADropout           float64        `json:"lora_dropout"`
+	LoRAGAConfig          any            `json:"lora_ga_config"`
+	MegatronConfig        any            `json:"megatron_config"`
+	MegatronCore          string         `json:"megatron_core"`
+	ModulesToSave         any            `json:"modules_to_save"`
+	MonteCLoRAConfig      any            `json:"monteclora_config"`
+	PeftType              string         `json:"peft_type"`
+	QALoRAGroupSize       int            `json:"qalora_group_size"`
+	R                     int            `json:"r"`
+	RankPattern           map[string]any `json:"rank_pattern"`
+	Revision              any            `json:"revision"`
+	TargetModules         []string       `json:"target_modules"`
+	TargetParameters      any            `json:"target_parameters"`
+	TaskType              string         `json:"task_type"`
+	TrainableTokenIndices any            `json:"trainable_token_indices"`
+	UseBDLoRA             any            `json:"use_bdlora"`
+	UseDoRA               bool           `json:"use_dora"`
+	UseQALoRA             bool           `json:"use_qalora"`
+	UseRSLoRA             bool           `json:"use_rslora"`
+	VeLoRAConfig          any            `json:"velora_config"`
 }
 
 // MarshalConfig renders adapter_config.json as PEFT does (sorted keys,
@@ -96,7 +111,7 @@ func MarshalConfig(c LoRAConfig) ([]byte, error) {
 	pc := peftConfig{
 		AlphaPattern: map[string]any{}, BaseModel: c.BaseModel, Bias: "none", InferenceMode: true,
 		InitLoRAWeights: true, LoftQConfig: map[string]any{}, LoRAAlpha: c.Alpha, LoRADropout: c.Dropout,
-		MegatronCore: "megatron.core", PeftType: "LORA", R: c.R, RankPattern: map[string]any{},
+		MegatronCore: "megatron.core", PeftType: "LORA", QALoRAGroupSize: 16, R: c.R, RankPattern: map[string]any{},
 		TargetModules: targets, TaskType: "CAUSAL_LM",
 	}
 	return json.MarshalIndent(pc, "", "  ")
