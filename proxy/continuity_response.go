@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"slices"
+
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // The engine answers a token-id prompt in the completions format; these
@@ -151,7 +154,60 @@ func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
 		}
 		r.Choices = append(r.Choices, ch)
 	}
+	if n, ok := p.reasoningTokens(allIDs(r.Choices)); ok {
+		r.Usage = withReasoningTokens(r.Usage, n)
+	}
 	return marshalPlain(r)
+}
+
+func allIDs(cs []contChoice) [][]int32 {
+	out := make([][]int32, len(cs))
+	for i := range cs {
+		out[i] = cs[i].TokenIDs
+	}
+	return out
+}
+
+// reasoningTokens counts, as vLLM's chat does with a reasoning parser
+// (usage.completion_tokens_details.reasoning_tokens), the completion tokens
+// that made reasoning: those before the first </think> token (a leading
+// <think> token aside), all of them when reasoning never ended. ok is false
+// when the engine reports no such count (hone's embedded engine).
+func (p *plan) reasoningTokens(choices [][]int32) (n int, ok bool) {
+	if p.sentTo == nil || p.sentTo.kind == "embedded" || !p.k.parse.Reasoning {
+		return 0, false
+	}
+	start, _ := p.k.tok.TokenID("<think>")
+	end, hasEnd := p.k.tok.TokenID("</think>")
+	open := p.parseOptions().ThinkOpen
+	for _, ids := range choices {
+		lead := 0
+		if len(ids) > 0 && ids[0] == start {
+			lead = 1
+		} else if !open {
+			continue
+		}
+		i := len(ids)
+		if hasEnd {
+			if j := slices.Index(ids, end); j >= 0 {
+				i = j
+			}
+		}
+		n += max(0, i-lead)
+	}
+	return n, true
+}
+
+// withReasoningTokens sets usage.completion_tokens_details.
+func withReasoningTokens(usage json.RawMessage, n int) json.RawMessage {
+	if !gjson.ValidBytes(usage) || !gjson.ParseBytes(usage).IsObject() {
+		return usage
+	}
+	out, err := sjson.SetRawBytes(bytes.Clone(usage), "completion_tokens_details", []byte(`{"reasoning_tokens":`+strconv.Itoa(n)+`}`))
+	if err != nil {
+		return usage
+	}
+	return out
 }
 
 // finishReason is vLLM's chat finish reason: tool_calls when the parser

@@ -57,14 +57,16 @@ func (s *chatStream) Read(b []byte) (int, error) {
 
 // chunk is one chat stream chunk in vLLM's field order.
 type contChunk struct {
-	ID             string            `json:"id"`
-	Object         string            `json:"object"`
-	Created        int64             `json:"created"`
-	Model          string            `json:"model"`
-	Choices        []contChunkChoice `json:"choices"`
-	Usage          json.RawMessage   `json:"usage,omitempty"`
-	PromptTokenIDs []int32           `json:"prompt_token_ids,omitempty"`
-	PromptText     json.RawMessage   `json:"prompt_text,omitempty"` // vLLM 0.32's first chunk
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	Created           int64             `json:"created"`
+	Model             string            `json:"model"`
+	Choices           []contChunkChoice `json:"choices"`
+	Usage             json.RawMessage   `json:"usage,omitempty"`
+	SystemFingerprint json.RawMessage   `json:"system_fingerprint,omitempty"`
+	PromptTokenIDs    []int32           `json:"prompt_token_ids,omitempty"`
+	PromptText        json.RawMessage   `json:"prompt_text,omitempty"` // vLLM 0.32's first chunk
+	Metrics           json.RawMessage   `json:"metrics,omitempty"`
 }
 
 type contChunkChoice struct {
@@ -112,6 +114,19 @@ func (s *chatStream) convert(ev []byte) {
 		Created: doc.Get("created").Int(), Model: doc.Get("model").String()}
 	if u := doc.Get("usage"); u.IsObject() && len(choices.Array()) == 0 {
 		head.Choices, head.Usage = []contChunkChoice{}, json.RawMessage(u.Raw)
+		var ids [][]int32
+		for _, sc := range s.choices {
+			ids = append(ids, sc.served.TokenIDs)
+		}
+		if n, ok := s.p.reasoningTokens(ids); ok {
+			head.Usage = withReasoningTokens(head.Usage, n)
+		}
+		if fp := doc.Get("system_fingerprint"); fp.Exists() && fp.Type != gjson.Null {
+			head.SystemFingerprint = json.RawMessage(fp.Raw)
+		}
+		if m := doc.Get("metrics"); m.Exists() && m.Type != gjson.Null {
+			head.Metrics = json.RawMessage(m.Raw)
+		}
 		s.emit(head)
 		return
 	}
