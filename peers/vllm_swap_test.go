@@ -47,6 +47,7 @@ func (r *recordingPublisher) PublishAdapter(ctx context.Context, alias string, v
 // served is one call made through hone during the swaps.
 type served struct {
 	client  int
+	n       int // the client's n-th call
 	version int64
 	answer  answer
 	err     error
@@ -118,8 +119,8 @@ func TestHotSwapIntoVLLM(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !stop.Load() {
-				r := served{client: c}
+			for n := 0; !stop.Load(); n++ {
+				r := served{client: c, n: n}
 				status, hdr, got, err := Post(context.Background(), honeURL+"/v1/chat/completions", []byte(`{"model":"agent",`+body[1:]), nil)
 				switch {
 				case err != nil:
@@ -183,7 +184,14 @@ func TestHotSwapIntoVLLM(t *testing.T) {
 		}
 		worst, err := diff(c.answer, ref)
 		if err != nil || worst > swapTol {
-			t.Errorf("client %d, v%d: the answer through hone is not adapter agent-v%d's (max |logprob diff| %.3g, %v)", c.client, c.version, c.version, worst, err)
+			like := "no version's"
+			for k, r := range refs {
+				if d, err := diff(c.answer, r); err == nil && d <= swapTol {
+					like = fmt.Sprintf("v%d's", k)
+				}
+			}
+			t.Errorf("client %d (call %d), served as v%d: the answer through hone is not adapter agent-v%d's but %s (max |logprob diff| %.3g, %v)",
+				c.client, c.n, c.version, c.version, like, worst, err)
 		}
 	}
 	t.Logf("%d calls through hone, %d failed; per version %v", len(calls), failed, perVersion)
