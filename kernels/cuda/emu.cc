@@ -12,3 +12,4 @@
 #include "csrc/reduce.cu"
 #include "csrc/rmsnorm.cu"
 #include "csrc/rope.cu"
+#include "csrc/emu/selftest.cuh"

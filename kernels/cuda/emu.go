@@ -5,8 +5,18 @@ package cuda
 // The emulated backend: emu.cc compiles csrc/*.cu with g++ against the
 // CUDA-semantics shim in csrc/emu (HONE_CUDA_EMU).
 
-// #cgo CXXFLAGS: -std=c++20 -O2 -DHONE_CUDA_EMU -Wall -Wno-unused-function
+/*
+#cgo CXXFLAGS: -std=c++20 -O2 -DHONE_CUDA_EMU -Wall -Wno-unused-function
+#include <stddef.h>
+#include <stdlib.h>
+int hone_emu_selftest(int which, float* out, char* err, size_t errlen);
+*/
 import "C"
+
+import (
+	"errors"
+	"unsafe"
+)
 
 // emuChunk is the emulated backend's TokenLogProbs chunk (logits per
 // chunk): small, so that the conformance suite's larger shape is split
@@ -23,4 +33,20 @@ func NewEmulated(variant string) (*Backend, error) {
 	}
 	b.setChunk(emuChunk)
 	return b, nil
+}
+
+// emuSelftest runs one of the shim's self-test kernels (csrc/emu/selftest.cuh)
+// on host memory and returns what it wrote, or the launch error.
+func emuSelftest(which int) ([]float32, error) {
+	out := (*[320]C.float)(C.calloc(320, 4))
+	defer C.free(unsafe.Pointer(out))
+	var msg [256]C.char
+	if C.hone_emu_selftest(C.int(which), &out[0], &msg[0], C.size_t(len(msg))) != 0 {
+		return nil, errors.New(C.GoString(&msg[0]))
+	}
+	res := make([]float32, 320)
+	for i := range res {
+		res[i] = float32(out[i])
+	}
+	return res, nil
 }

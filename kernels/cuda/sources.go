@@ -7,5 +7,5 @@ import "embed"
 // emu.cc includes them) whenever a .cu or header changes; the compile check
 // hashes and compiles the same bytes.
 //
-//go:embed csrc/*.cu csrc/*.cuh csrc/*.h csrc/emu/*.h
+//go:embed csrc/*.cu csrc/*.cuh csrc/*.h csrc/emu/*.h csrc/emu/*.cuh
 var csrc embed.FS
