@@ -31,6 +31,18 @@ def timeit(fn, seconds):
             return el / n, (time.process_time() - c0) / n
 
 
+def blas_loaded():
+    """The BLAS library this process mapped: numpy links libblas.so.3, which
+    Debian's alternatives (or LD_LIBRARY_PATH) point at OpenBLAS or at the
+    reference BLAS."""
+    maps = open("/proc/self/maps").read()
+    for name, lib in (("openblas", "OpenBLAS"), ("blis", "BLIS"), ("mkl", "MKL"), ("atlas", "ATLAS"),
+                      ("/blas/libblas", "reference BLAS")):
+        if name in maps:
+            return lib
+    return "BLAS unknown"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", choices=["numpy", "torch"], required=True)
@@ -48,7 +60,7 @@ def main():
         empty = lambda *s: torch.empty(*s, dtype=torch.float32)
     else:
         import numpy as np
-        version = "numpy " + np.__version__
+        version = "numpy " + np.__version__ + " (" + blas_loaded() + ")"
         rng = np.random.default_rng(1)
         randn = lambda *s: rng.standard_normal(s, dtype=np.float32)
         mm = lambda a, b, out: np.matmul(a, b, out=out)

@@ -5,7 +5,7 @@
 // GFLOP per wall second and per CPU-second (all threads of the process; the
 // machine is shared, and per CPU-second is what the cores do while they run).
 //
-//	go run ./bench/kernels [-count 3] [-seconds 0.4] [-threads 2] [-torch PYTHON] [-generic]
+//	go run ./bench/kernels [-count 3] [-seconds 0.4] [-threads 2] [-torch PYTHON] [-blas DIR] [-generic]
 //
 // numpy runs under /usr/bin/python3 (python3-numpy, libopenblas0-pthread)
 // with OPENBLAS_NUM_THREADS=threads; PyTorch under -torch (default: the
@@ -71,6 +71,8 @@ func main() {
 	seconds := flag.Float64("seconds", 0.4, "time per measurement")
 	threads := flag.Int("threads", 2, "hone workers, OpenBLAS and torch threads")
 	python := flag.String("python", "/usr/bin/python3", "python with numpy (Debian's, OpenBLAS); empty skips")
+	blasDir := flag.String("blas", "", "directory prepended to numpy's LD_LIBRARY_PATH, e.g. libopenblas0-pthread's openblas-pthread\n"+
+		"folder extracted with dpkg-deb -x (numpy then loads its libblas.so.3); the table names the BLAS numpy loaded")
 	torchPy := flag.String("torch", defaultTorch(), "python with torch; empty skips")
 	generic := flag.Bool("generic", false, "also measure the generic Go kernels")
 	flag.Parse()
@@ -117,7 +119,11 @@ func main() {
 			if lib.py == "" {
 				continue
 			}
-			out, err := runPython(lib.py, script, lib.name, *threads, *seconds)
+			libDir := ""
+			if lib.name == "numpy" {
+				libDir = *blasDir
+			}
+			out, err := runPython(lib.py, script, lib.name, libDir, *threads, *seconds)
 			if err != nil {
 				if round == 0 {
 					fmt.Printf("%s skipped: %v\n", lib.name, err)
@@ -242,13 +248,18 @@ type pyResult struct {
 	Wall, CPU float64
 }
 
-func runPython(py, script, lib string, threads int, seconds float64) ([]pyResult, error) {
+// runPython runs blas_bench.py for lib; libDir, when set, is prepended to
+// LD_LIBRARY_PATH.
+func runPython(py, script, lib, libDir string, threads int, seconds float64) ([]pyResult, error) {
 	args := []string{script, "--lib", lib, "--threads", fmt.Sprint(threads), "--seconds", fmt.Sprint(seconds)}
 	for _, s := range shapes {
 		args = append(args, s.key())
 	}
 	cmd := exec.Command(py, args...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("OPENBLAS_NUM_THREADS=%d", threads), fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
+	if libDir != "" {
+		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+strings.TrimSuffix(libDir+":"+os.Getenv("LD_LIBRARY_PATH"), ":"))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
