@@ -236,3 +236,26 @@ func (b *Backend) Copy(dst, src kernels.Tensor) {
 func (b *Backend) Fill(t kernels.Tensor, v float32) {
 	b.call("fill", func(c *C.hone_ctx) C.int { return C.hone_fill(c, fp(t), C.long(t.Len()), C.float(v)) })
 }
+
+// MemStats describes the backend's device memory: bytes held by live
+// tensors, bytes freed but cached for reuse, and how many allocations went
+// to the device and how many were served from the cache.
+type MemStats struct {
+	LiveBytes, CachedBytes int64
+	DeviceAllocs, Reuses   int64
+}
+
+// MemStats reports the caching allocator's state.
+func (b *Backend) MemStats() MemStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var m C.hone_mem
+	C.hone_mem_stats(b.ctx, &m)
+	return MemStats{LiveBytes: int64(m.live_bytes), CachedBytes: int64(m.cached_bytes),
+		DeviceAllocs: int64(m.device_allocs), Reuses: int64(m.reuses)}
+}
+
+// Trim gives the memory of freed tensors back to the device.
+func (b *Backend) Trim() {
+	b.call("trim", func(c *C.hone_ctx) C.int { return C.hone_trim(c) })
+}

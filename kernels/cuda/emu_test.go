@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/conformance"
 )
 
@@ -75,5 +76,52 @@ func TestShimSemantics(t *testing.T) {
 	}
 	if _, err := emuSelftest(3); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Errorf("a shuffle naming exited lanes: err %v, want an error", err)
+	}
+}
+
+// TestCachingAllocator: freed tensors' memory is reused for the next
+// tensors of the same rounded size instead of going back to the device,
+// comes back zeroed from New, and Trim returns the cache.
+func TestCachingAllocator(t *testing.T) {
+	be, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	sizes := []int{1, 100, 128, 129, 1000, 300000}
+	var ts []kernels.Tensor
+	for _, n := range sizes {
+		x := be.New(n)
+		be.Fill(x, 7)
+		ts = append(ts, x)
+	}
+	first := be.MemStats()
+	if first.DeviceAllocs != int64(len(sizes)) || first.Reuses != 0 || first.LiveBytes < 4*(1+100+128+129+1000+300000) {
+		t.Fatalf("after %d allocations: %+v", len(sizes), first)
+	}
+	for _, x := range ts {
+		be.Free(x)
+	}
+	if m := be.MemStats(); m.LiveBytes != 0 || m.CachedBytes != first.LiveBytes {
+		t.Fatalf("after freeing: %+v", m)
+	}
+	for _, n := range sizes {
+		x := be.New(n)
+		got := make([]float32, n)
+		be.Download(got, x)
+		for i, v := range got {
+			if v != 0 {
+				t.Fatalf("New(%d) from the cache: [%d] = %g", n, i, v)
+			}
+		}
+	}
+	if m := be.MemStats(); m.DeviceAllocs != int64(len(sizes)) || m.Reuses != int64(len(sizes)) || m.CachedBytes != 0 {
+		t.Fatalf("allocating the same sizes again: %+v", m)
+	}
+	x := be.New(5)
+	be.Free(x)
+	be.Trim()
+	if m := be.MemStats(); m.CachedBytes != 0 {
+		t.Fatalf("after Trim: %+v", m)
 	}
 }

@@ -38,6 +38,7 @@ void hone_destroy(hone_ctx* c) {
   if (!c) return;
   cudaStreamSynchronize(c->stream);
   if (c->work) cudaFree(c->work);
+  c->alloc.destroy();
   cublasDestroy(c->blas);
   cudaStreamDestroy(c->stream);
   delete c;
@@ -50,13 +51,26 @@ void hone_set_chunk(hone_ctx* c, long elems) { c->chunk_elems = elems > 0 ? elem
 int hone_malloc(hone_ctx* c, void** p, size_t bytes) {
   HONE_ENTRY(c);
   *p = nullptr;
-  return check_cuda(c, "malloc", cudaMalloc(p, bytes ? bytes : 1));
+  return check_cuda(c, "malloc", c->alloc.alloc(p, bytes));
 }
 
 int hone_free(hone_ctx* c, void* p) {
-  // Kernels queued on the stream may still use p.
-  if (check_cuda(c, "free", cudaStreamSynchronize(c->stream))) return -1;
-  return check_cuda(c, "free", cudaFree(p));
+  if (!c->alloc.free(p)) return failed(c, "free", "pointer not allocated by this context");
+  return 0;
+}
+
+int hone_trim(hone_ctx* c) {
+  HONE_ENTRY(c);
+  if (check_cuda(c, "trim", cudaStreamSynchronize(c->stream))) return -1;
+  c->alloc.release();
+  return 0;
+}
+
+void hone_mem_stats(hone_ctx* c, hone_mem* m) {
+  m->live_bytes = c->alloc.live_bytes;
+  m->cached_bytes = c->alloc.cached_bytes;
+  m->device_allocs = c->alloc.device_allocs;
+  m->reuses = c->alloc.reuses;
 }
 
 int hone_upload(hone_ctx* c, void* dst, const void* src, size_t bytes) {

@@ -33,8 +33,17 @@ void hone_clear_error(hone_ctx* c);
  * of hone_token_logprobs may hold. */
 void hone_set_chunk(hone_ctx* c, long elems);
 
+/* Tensor memory comes from the context's caching allocator (allocator.cuh):
+ * hone_free returns a block to it, hone_trim gives the cached blocks back to
+ * the device (before an engine wakes, say). */
 int hone_malloc(hone_ctx* c, void** p, size_t bytes);
 int hone_free(hone_ctx* c, void* p);
+int hone_trim(hone_ctx* c);
+typedef struct {
+  size_t live_bytes, cached_bytes;
+  long device_allocs, reuses;
+} hone_mem;
+void hone_mem_stats(hone_ctx* c, hone_mem* m);
 int hone_upload(hone_ctx* c, void* dst, const void* src, size_t bytes);
 int hone_download(hone_ctx* c, void* dst, const void* src, size_t bytes);
 int hone_copy(hone_ctx* c, void* dst, const void* src, size_t bytes);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocator.cuh"
 #include "common.cuh"
 #include "hone_cuda.h"
 
@@ -17,6 +18,8 @@ struct hone_ctx {
   // vocabulary chunks, reduction partials), grown on demand.
   unsigned char* work = nullptr;
   size_t work_bytes = 0;
+  // Tensors' memory.
+  hone::Allocator alloc;
   // Logits per hone_token_logprobs chunk.
   long chunk_elems = 1L << 24;
   char err[512] = {0};
