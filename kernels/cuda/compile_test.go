@@ -51,25 +51,15 @@ func toolkit(t *testing.T) string {
 	return root
 }
 
-// kernelSources lists csrc/*.cu and every file their build reads.
-func kernelSources(t *testing.T) (cu []string, all []string) {
+// kernelSources lists csrc/*.cu.
+func kernelSources(t *testing.T) []string {
 	t.Helper()
-	for _, pat := range []string{"csrc/*.cu", "csrc/*.cuh", "csrc/*.h"} {
-		m, err := filepath.Glob(pat)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, m...)
-		if strings.HasSuffix(pat, ".cu") {
-			cu = append(cu, m...)
-		}
+	cu, err := filepath.Glob("csrc/*.cu")
+	if err != nil || len(cu) == 0 {
+		t.Fatalf("no csrc/*.cu (%v)", err)
 	}
 	sort.Strings(cu)
-	sort.Strings(all)
-	if len(cu) == 0 {
-		t.Fatal("no csrc/*.cu")
-	}
-	return cu, all
+	return cu
 }
 
 // buildLibrary compiles every csrc/*.cu with nvcc and archives them as
@@ -78,23 +68,20 @@ func kernelSources(t *testing.T) (cu []string, all []string) {
 // archive's directory.
 func buildLibrary(t *testing.T, root string) string {
 	t.Helper()
-	cu, all := kernelSources(t)
+	cu := kernelSources(t)
 	nvcc := filepath.Join(root, "bin", "nvcc")
 	version, err := exec.Command(nvcc, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("nvcc --version: %v\n%s", err, version)
 	}
+	digest, err := sourcesDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := sha256.New()
 	h.Write(version)
 	h.Write([]byte(strings.Join(nvccFlags, " ")))
-	for _, f := range all {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Write([]byte(f + "\x00"))
-		h.Write(b)
-	}
+	h.Write([]byte(digest)) // the embedded sources are the files nvcc reads (same build)
 	cache := os.Getenv("HONE_CUDA_DIR")
 	if cache == "" {
 		cache = filepath.Join(filepath.Dir(root))
@@ -196,7 +183,7 @@ func fatbinTargets(path string) ([]string, error) {
 func TestNvccCompiles(t *testing.T) {
 	root := toolkit(t)
 	dir := buildLibrary(t, root)
-	cu, _ := kernelSources(t)
+	cu := kernelSources(t)
 	for _, f := range cu {
 		obj := filepath.Join(dir, strings.TrimSuffix(filepath.Base(f), ".cu")+".o")
 		got, err := fatbinTargets(obj)
