@@ -3,8 +3,9 @@
 //
 // What is emulated, and how:
 //   - a launch runs its blocks one after another on the calling OS thread;
-//   - each thread of a block is a fiber (ucontext) with its own stack;
-//     threadIdx is switched with it;
+//   - each thread of a block is a fiber with its own stack (a hand-written
+//     context switch on x86-64, ucontext elsewhere and under the sanitizers,
+//     which know ucontext); threadIdx is switched with it;
 //   - __syncthreads is a barrier: a fiber stops there until every live
 //     thread of the block has arrived (threads that returned count as
 //     arrived, as on Volta and later);
@@ -86,6 +87,92 @@ enum cudaMemcpyKind {
 struct CUstream_st {};
 typedef CUstream_st* cudaStream_t;
 
+// ---- contexts: a suspended execution and the switch between two ----------
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HONE_EMU_FAST_SWITCH 1
+// hone_emu_switch saves the callee-saved registers, MXCSR and the x87
+// control word on the current stack, stores the stack pointer in *save and
+// resumes the context whose stack pointer is to (System V x86-64: the
+// caller-saved registers are the caller's business). No system call, unlike
+// swapcontext, which also saves the signal mask.
+extern "C" void hone_emu_switch(void** save, void* to);
+asm(R"(
+  .text
+  .p2align 4
+  .globl hone_emu_switch
+  .type hone_emu_switch, @function
+hone_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size hone_emu_switch, .-hone_emu_switch
+)");
+#endif
+
+namespace emu {
+
+struct Context {
+#ifdef HONE_EMU_FAST_SWITCH
+  void* sp = nullptr;
+#else
+  ucontext_t uc;
+#endif
+};
+
+inline void switch_to(Context* from, Context* to) {
+#ifdef HONE_EMU_FAST_SWITCH
+  hone_emu_switch(&from->sp, to->sp);
+#else
+  swapcontext(&from->uc, &to->uc);
+#endif
+}
+
+// start prepares c to run entry() on stack when first switched to; entry
+// must never return (it switches away for good).
+inline void start(Context* c, char* stack, size_t size, void (*entry)()) {
+#ifdef HONE_EMU_FAST_SWITCH
+  // The frame hone_emu_switch pops: MXCSR and control word, six registers,
+  // then entry as the return address, placed so that entry starts with the
+  // stack aligned as after a call (rsp = 8 mod 16).
+  uint64_t* sp = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t(15));
+  *--sp = 0;
+  *--sp = reinterpret_cast<uint64_t>(entry);
+  for (int r = 0; r < 6; r++) *--sp = 0;
+  uint32_t mxcsr;
+  uint16_t fcw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fcw));
+  *--sp = uint64_t(mxcsr) | uint64_t(fcw) << 32;
+  c->sp = sp;
+#else
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = size;
+  c->uc.uc_link = nullptr;
+  makecontext(&c->uc, entry, 0);
+#endif
+}
+
+}  // namespace emu
+
 namespace emu {
 
 // What a fiber is waiting for.
@@ -94,7 +181,7 @@ enum class Wait { none, block, warp, done };
 enum class WarpOp { shfl, ballot, sync };
 
 struct Fiber {
-  ucontext_t ctx;
+  Context ctx;
   char* stack = nullptr;
   uint3 tid{};
   unsigned lane = 0, warp = 0;
@@ -111,7 +198,7 @@ constexpr size_t kStack = 64 << 10;
 struct Runner {
   std::vector<Fiber> fibers;
   std::vector<char*> stacks;  // kept across launches
-  ucontext_t sched;
+  Context sched;
   int cur = -1;
   const std::function<void()>* body = nullptr;
   std::vector<unsigned char> dyn;  // dynamic shared memory
@@ -131,13 +218,17 @@ inline Fiber& self() { return runner.fibers[runner.cur]; }
 inline void park(Wait w) {
   Fiber& f = self();
   f.wait = w;
-  swapcontext(&f.ctx, &runner.sched);
+  switch_to(&f.ctx, &runner.sched);
 }
 
-inline void fiber_main(int i) {
+// fiber_main is every fiber's entry: run the kernel body as thread
+// runner.cur, then hand control back to the scheduler for good.
+inline void fiber_main() {
   (*runner.body)();
-  runner.fibers[i].wait = Wait::done;
-  // Returning resumes uc_link, the scheduler.
+  Fiber& f = self();
+  f.wait = Wait::done;
+  switch_to(&f.ctx, &runner.sched);
+  __builtin_unreachable();
 }
 
 // release_warp resolves a warp rendezvous once every live lane is there:
@@ -200,11 +291,7 @@ inline void run_block() {
     f.lane = unsigned(i % 32);
     f.warp = unsigned(i / 32);
     f.stack = runner.stacks[i];
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = &runner.sched;
-    makecontext(&f.ctx, reinterpret_cast<void (*)()>(fiber_main), 1, int(i));
+    start(&f.ctx, f.stack, kStack, fiber_main);
   }
   size_t live = n;
   for (;;) {
@@ -213,7 +300,7 @@ inline void run_block() {
       if (f.wait != Wait::none) continue;
       runner.cur = int(i);
       threadIdx = f.tid;
-      swapcontext(&runner.sched, &f.ctx);
+      switch_to(&runner.sched, &f.ctx);
       if (f.wait == Wait::done) live--;
     }
     runner.cur = -1;
