@@ -2,7 +2,8 @@
 // the same .cu sources compile with g++ and run without a GPU.
 //
 // What is emulated, and how:
-//   - a launch runs its blocks one after another on the calling OS thread;
+//   - a launch runs its blocks one after another, last to first, on the
+//     calling OS thread;
 //   - each thread of a block is a fiber with its own stack (a hand-written
 //     context switch on x86-64, ucontext elsewhere and under the sanitizers,
 //     which know ucontext); threadIdx is switched with it;
@@ -337,9 +338,11 @@ inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, std:
   gridDim = grid;
   blockDim = block;
   runner.dyn.resize(smem + 16);
-  for (unsigned z = 0; z < grid.z && runner.error.empty(); z++) {
-    for (unsigned y = 0; y < grid.y && runner.error.empty(); y++) {
-      for (unsigned x = 0; x < grid.x && runner.error.empty(); x++) {
+  // Blocks run last to first: the device promises no order, and a kernel
+  // that counts on block 0 running before the others fails here.
+  for (unsigned z = grid.z; z-- > 0 && runner.error.empty();) {
+    for (unsigned y = grid.y; y-- > 0 && runner.error.empty();) {
+      for (unsigned x = grid.x; x-- > 0 && runner.error.empty();) {
         blockIdx = uint3{x, y, z};
         std::memset(runner.dyn.data(), 0xff, runner.dyn.size());
         run_block();
