@@ -52,6 +52,36 @@ func releaseMapped(dir string, suffixes ...string) (int64, bool) {
 	return total, true
 }
 
+// mappedRSS is the process's resident file-backed and shared memory
+// (RssFile + RssShmem of /proc/self/status), in bytes; 0 when unknown.
+func mappedRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return statusRSSFile(b)
+}
+
+// statusRSSFile sums the RssFile and RssShmem lines (in kB) of a
+// /proc/<pid>/status text.
+func statusRSSFile(status []byte) int64 {
+	var total int64
+	for _, l := range bytes.Split(status, []byte("\n")) {
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if !ok || (!bytes.Equal(k, []byte("RssFile")) && !bytes.Equal(k, []byte("RssShmem"))) {
+			continue
+		}
+		f := bytes.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		if kb, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+			total += kb << 10
+		}
+	}
+	return total
+}
+
 // parseMapsLine splits a /proc/self/maps line: "start-end perms offset dev
 // inode path".
 func parseMapsLine(l []byte) (start, end uint64, path []byte, ok bool) {

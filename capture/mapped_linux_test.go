@@ -83,3 +83,23 @@ func TestParseMapsLine(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusRSSFile(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   int64
+	}{
+		{"VmRSS:\t  300 kB\nRssAnon:\t  100 kB\nRssFile:\t  150 kB\nRssShmem:\t  50 kB\n", 200 << 10},
+		{"RssFile:\t7 kB\n", 7 << 10},
+		{"RssAnon:\t9 kB\n", 0},
+		{"RssFile:\n RssFile: x kB\n", 0},
+		{"", 0},
+	} {
+		if got := statusRSSFile([]byte(tc.status)); got != tc.want {
+			t.Errorf("%q: %d, want %d", tc.status, got, tc.want)
+		}
+	}
+	if mappedRSS() <= 0 {
+		t.Error("mappedRSS of this process is 0: the test binary itself is a mapped file")
+	}
+}
