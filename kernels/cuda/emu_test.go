@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -123,5 +124,46 @@ func TestCachingAllocator(t *testing.T) {
 	be.Trim()
 	if m := be.MemStats(); m.CachedBytes != 0 {
 		t.Fatalf("after Trim: %+v", m)
+	}
+}
+
+// TestErrorsAreStickyAndNamed: a failed call panics with the backend, the
+// operation and the cause, and the context's first error sticks: later
+// calls fail with it (the next phase's Err() reads it; DESIGN.md).
+func TestErrorsAreStickyAndNamed(t *testing.T) {
+	a, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	x := a.New(4)
+	panicMsg := func(f func()) (msg string) {
+		defer func() {
+			if r := recover(); r != nil {
+				msg = fmt.Sprint(r)
+			}
+		}()
+		f()
+		return ""
+	}
+	first := panicMsg(func() { b.Free(x) })
+	if !strings.Contains(first, "kernels/cuda-emu: free: free: pointer not allocated by this context") {
+		t.Fatalf("freeing a tensor of another backend: %q", first)
+	}
+	later := panicMsg(func() { b.Fill(b.New(3), 1) })
+	if !strings.Contains(later, "pointer not allocated by this context") {
+		t.Fatalf("the error did not stick: %q", later)
+	}
+	// The other backend is unaffected.
+	a.Fill(x, 2)
+	got := make([]float32, 4)
+	a.Download(got, x)
+	if got[3] != 2 {
+		t.Fatalf("backend a after b failed: %v", got)
 	}
 }
