@@ -45,7 +45,7 @@ func continuityFolder(t *testing.T) string {
 
 // startContinuityHone runs hone in front of vLLM in the given continuity
 // mode, with a capture store, and waits for the probe in tokens mode.
-func startContinuityHone(t *testing.T, v *VLLM, mode string) (string, *proxy.Server, *capture.Store) {
+func startContinuityHone(t *testing.T, v *VLLM, mode string) (string, *prometheus.Registry, *capture.Store) {
 	t.Helper()
 	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
 	if err != nil {
@@ -55,7 +55,8 @@ func startContinuityHone(t *testing.T, v *VLLM, mode string) (string, *proxy.Ser
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: v.URL, Kind: "vllm"}}
 	o.Continuity, o.Upstream.Tokenizer = mode, continuityFolder(t)
-	s, err := proxy.New(o, store, prometheus.NewRegistry(), nil)
+	reg := prometheus.NewRegistry()
+	s, err := proxy.New(o, store, reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func startContinuityHone(t *testing.T, v *VLLM, mode string) (string, *proxy.Ser
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return "http://" + ln.Addr().String(), s, store
+	return "http://" + ln.Addr().String(), reg, store
 }
 
 const continuityTools = `[{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic",` +
@@ -167,4 +168,97 @@ func vllmSession(t *testing.T, v *VLLM, url string, store *capture.Store, sessio
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestContinuityVLLMToolLoop: a tool loop against real vLLM whose first
+// call forces the tool call (vLLM constrains it; tokens mode leaves such
+// calls to the chat endpoint and remembers the turn from the record) and
+// whose client sends the call back re-serialised (compact, keys reversed):
+// the second call goes as token ids with the sampled turn put back, and the
+// session is one trajectory without drift.
+func TestContinuityVLLMToolLoop(t *testing.T) {
+	v := needVLLM(t)
+	tools := `[{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic",` +
+		`"parameters":{"type":"object","properties":{"expression":{"type":"string"},"precision":{"type":"integer"}},` +
+		`"required":["expression","precision"]}}}]`
+	run := func(mode, session string) (int, int, float64) {
+		url, reg, store := startContinuityHone(t, v, mode)
+		msgs := []any{map[string]any{"role": "system", "content": "You are a calculator agent."},
+			map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+		post := func(req map[string]any, hdr map[string][]string) []byte {
+			req["model"], req["messages"], req["tools"], req["temperature"] = v.Model, msgs, json.RawMessage(tools), 0
+			req["chat_template_kwargs"] = map[string]any{"enable_thinking": false}
+			body, _ := json.Marshal(req)
+			hdr["X-Hone-Session"] = []string{session}
+			status, _, out, err := Post(context.Background(), url+"/v1/chat/completions", body, hdr)
+			if err != nil || status != 200 {
+				t.Fatalf("%s: %d %v\n%s", mode, status, err, out)
+			}
+			return out
+		}
+		first := post(map[string]any{"max_tokens": 96, "tool_choice": "required"}, map[string][]string{})
+		call := gjson.GetBytes(first, "choices.0.message.tool_calls.0")
+		var args map[string]any
+		if call.Get("function.name").String() != "calculator" || json.Unmarshal([]byte(call.Get("function.arguments").String()), &args) != nil {
+			t.Fatalf("%s: vLLM's forced answer has no calculator call: %s", mode, first)
+		}
+		keys := make([]string, 0, len(args))
+		for k := range args {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Reverse(keys)
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i, k := range keys {
+			kb, _ := json.Marshal(k)
+			vb, _ := json.Marshal(args[k])
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.Write(kb)
+			sb.WriteByte(':')
+			sb.Write(vb)
+		}
+		sb.WriteByte('}')
+		t.Logf("%s: the model called calculator(%s); sent back as %s", mode, call.Get("function.arguments").String(), sb.String())
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+			"id": call.Get("id").String(), "type": "function",
+			"function": map[string]any{"name": "calculator", "arguments": sb.String()}}}},
+			map[string]any{"role": "tool", "tool_call_id": call.Get("id").String(), "content": "391"})
+		post(map[string]any{"max_tokens": 8}, map[string][]string{"X-Hone-Reward": {"1"}, "X-Hone-Commit": {"1"}})
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			sess, calls, err := store.GetSession(context.Background(), session)
+			if err == nil && len(sess.Cursors) > 0 && len(calls) == 2 {
+				return sess.Drift, len(sess.Cursors), counter(t, reg, "hone_continuity_turns_spliced_total")
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %s never became ready: %+v %v", session, sess, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	drift, leaves, spliced := run(proxy.ContinuityTokens, "loop-tokens")
+	obsDrift, obsLeaves, _ := run(proxy.ContinuityObserve, "loop-observe")
+	t.Logf("tool loop: tokens mode drift %d (%d trajectories, %v turns put back), observing drift %d (%d trajectories)",
+		drift, leaves, spliced, obsDrift, obsLeaves)
+	if drift != 0 || leaves != 1 || spliced != 1 {
+		t.Errorf("tokens mode: drift %d, %d trajectories, %v turns put back; want 0, 1 and 1", drift, leaves, spliced)
+	}
+}
+
+// counter reads a counter's value from a registry (0 when absent).
+func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
