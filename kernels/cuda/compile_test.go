@@ -74,7 +74,7 @@ func buildLibrary(t *testing.T, root string) string {
 	if err != nil {
 		t.Fatalf("nvcc --version: %v\n%s", err, version)
 	}
-	digest, err := sourcesDigest()
+	digest, err := sourcesDigest("csrc/emu")
 	if err != nil {
 		t.Fatal(err)
 	}

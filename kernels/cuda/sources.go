@@ -15,13 +15,20 @@ import (
 //go:embed csrc/*.cu csrc/*.cuh csrc/*.h csrc/emu/*.h csrc/emu/*.cuh
 var csrc embed.FS
 
-// sourcesDigest is the SHA-256 of every embedded kernel source (names and
-// contents, in walk order), in hex.
-func sourcesDigest() (string, error) {
+// sourcesDigest is the SHA-256 of the embedded kernel sources (names and
+// contents, in walk order), in hex, leaving out the directory skip (the
+// device build does not read the shim in csrc/emu).
+func sourcesDigest(skip string) (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(csrc, "csrc", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			if p == skip {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		b, err := csrc.ReadFile(p)
 		if err != nil {
