@@ -124,7 +124,33 @@ func buildLibrary(t *testing.T, root string) string {
 			t.Fatal(err)
 		}
 	}
+	pruneObjects(filepath.Dir(dir), 4)
 	return dir
+}
+
+// pruneObjects keeps the keep most recent object directories under obj/
+// (each source change makes a new one).
+func pruneObjects(obj string, keep int) {
+	entries, err := os.ReadDir(obj)
+	if err != nil {
+		return
+	}
+	type built struct {
+		path string
+		mod  int64
+	}
+	var dirs []built
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !e.IsDir() || strings.HasPrefix(e.Name(), "build-") {
+			continue
+		}
+		dirs = append(dirs, built{filepath.Join(obj, e.Name()), info.ModTime().UnixNano()})
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].mod > dirs[j].mod })
+	for i := keep; i < len(dirs); i++ {
+		os.RemoveAll(dirs[i].path)
+	}
 }
 
 // fatbinTargets lists what the fat binary of an nvcc object carries:
