@@ -64,7 +64,7 @@ func demoPrepare(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Batch, "batch", o.Batch, "demonstrations per step")
 	fs.IntVar(&o.SaveEvery, "save-every", o.SaveEvery, "also write the model every N steps")
 	fs.StringVar(&o.Init, "init", "", "continue from this model folder (default: random tiny weights)")
-	fs.IntVar(&o.ProbeEvery, "probe-every", 0, "greedily decode 64 fresh tool calls every N steps and report them")
+	fs.IntVar(&o.ProbeEvery, "probe-every", o.ProbeEvery, "greedily decode 64 fresh tool calls every N steps and report them")
 	digitWeight := fs.Float64("digit-weight", float64(st.DigitWeight), "loss weight of digit tokens in the --steps stage")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU workers (0: all cores)")
 	fs.IntVar(&st.Steps, "steps", 0, "run one stage of this many steps instead of the default stages")
