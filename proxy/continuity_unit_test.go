@@ -233,3 +233,35 @@ func TestTurnCacheBytes(t *testing.T) {
 		t.Error("an old turn outlived the budget")
 	}
 }
+
+// TestReasoningTokens: vLLM's reasoning token count, tokens before
+// </think> (a leading <think> aside), or all when reasoning never ended;
+// none for the embedded engine, which reports no count.
+func TestReasoningTokens(t *testing.T) {
+	k, err := newContinuity(tinyModel, nil, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := k.tok.Encode
+	vllm, emb := &engine{kind: "vllm"}, &engine{kind: "embedded"}
+	for _, tc := range []struct {
+		out      string
+		thinking bool
+		e        *engine
+		n        int
+		ok       bool
+	}{
+		{"<think>ab</think>cd", true, vllm, 2, true},
+		{"ab</think>cd", true, vllm, 2, true},
+		{"abcd", true, vllm, 4, true},
+		{"abcd", false, vllm, 0, true},
+		{"<think>ab</think>cd", false, vllm, 2, true},
+		{"<think>ab</think>cd", true, emb, 0, false},
+	} {
+		p := &plan{k: k, thinking: tc.thinking, sentTo: tc.e}
+		n, ok := p.reasoningTokens([][]int32{enc(tc.out)})
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("%q thinking %v %s: %d %v, want %d %v", tc.out, tc.thinking, tc.e.kind, n, ok, tc.n, tc.ok)
+		}
+	}
+}
