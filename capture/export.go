@@ -19,9 +19,10 @@ const (
 	KindStep       = "step"       // one row per call (choice) on the trie
 )
 
-// Row is one exported sample. Column names follow verl's RL dataset
-// conventions where they overlap: prompt, responses, input_ids,
-// attention_mask, loss_mask / response_mask, rewards.
+// Row is one exported sample. Column names and types follow verl's RL
+// dataset conventions where they overlap: prompt (a list of {role, content}
+// messages, what RLHFDataset hands to the chat template), responses,
+// input_ids, attention_mask, loss_mask / response_mask, rewards.
 type Row struct {
 	Kind          string    `json:"kind" parquet:"kind"`
 	Session       string    `json:"session" parquet:"session"`
@@ -33,8 +34,8 @@ type Row struct {
 	Step          int32     `json:"step" parquet:"step"`                     // step rows: index on the path; trajectory rows: -1
 	Call          string    `json:"call" parquet:"call"`                     // step rows: the call; trajectory rows: the last call
 	PolicyVersion int64     `json:"policy_version" parquet:"policy_version"` // of the (last) call
-	Prompt        string    `json:"prompt" parquet:"prompt"`                 // JSON messages before the first completion
-	Response      string    `json:"response" parquet:"response"`             // JSON messages from the first completion on
+	Prompt        []Message `json:"prompt" parquet:"prompt,list"`            // messages before the first completion
+	Response      []Message `json:"response" parquet:"response,list"`        // messages from the first completion on
 	Tools         string    `json:"tools" parquet:"tools"`                   // JSON tools of the last call
 	PromptIDs     []int32   `json:"prompt_ids" parquet:"prompt_ids,list"`
 	Responses     []int32   `json:"responses" parquet:"responses,list"` // token ids after the prompt
@@ -175,7 +176,7 @@ func trajectoryRow(rec *Session, tr *trie, leaf *node, i int, rule string) *Row 
 	tokens, mask, lps, vers, steps := trajectory(leaf, func(id string) *float64 { return rec.CallReward(rule, id) })
 	split := steps[0].Start
 	fillTokens(r, tokens, mask, lps, vers, split)
-	r.Prompt, r.Response = splitMessages(messageParts(leaf.call, leaf.choice), firstCallMessages(leaf))
+	r.Prompt, r.Response = splitMessages(callMessages(leaf.call, leaf.choice), firstCallMessages(leaf))
 	r.Tools = string(requestTools(leaf.call))
 	return r
 }
@@ -193,7 +194,7 @@ func stepRow(rec *Session, tr *trie, n *node, i int, rule string) *Row {
 	if cr := rec.CallReward(rule, n.call.ID); cr != nil {
 		r.Rewards, r.HasReward = *cr, true
 	}
-	r.Prompt, r.Response = splitMessages(messageParts(n.call, n.choice), gjsonLen(n.call.Request))
+	r.Prompt, r.Response = splitMessages(callMessages(n.call, n.choice), gjsonLen(n.call.Request))
 	r.Tools = string(requestTools(n.call))
 	return r
 }
@@ -223,11 +224,10 @@ func firstCallMessages(leaf *node) int {
 	return gjsonLen(n.call.Request)
 }
 
-// splitMessages splits raw messages into the JSON arrays of the first n
-// and of the rest.
-func splitMessages(parts []string, n int) (string, string) {
-	n = min(n, len(parts))
-	return joinJSON(parts[:n]), joinJSON(parts[n:])
+// splitMessages splits messages into the first n and the rest.
+func splitMessages(msgs []Message, n int) ([]Message, []Message) {
+	n = min(n, len(msgs))
+	return msgs[:n:n], msgs[n:]
 }
 
 // RowWriter writes export rows in one format.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/tidwall/gjson"
 )
 
 func exportRows(t *testing.T, s *Store, f ExportFilter) []Row {
@@ -46,9 +47,8 @@ func TestExportRows(t *testing.T) {
 	if len(tr.PromptIDs) != len(calls[0].PromptIDs) || len(tr.ResponseMask) != len(tr.Responses) {
 		t.Fatalf("prompt %d (want %d), response mask %d vs responses %d", len(tr.PromptIDs), len(calls[0].PromptIDs), len(tr.ResponseMask), len(tr.Responses))
 	}
-	var prompt []map[string]any
-	if err := json.Unmarshal([]byte(tr.Prompt), &prompt); err != nil || len(prompt) != 2 {
-		t.Fatalf("prompt messages %s: %v", tr.Prompt, err)
+	if len(tr.Prompt) != 2 || tr.Prompt[0].Role == "" || len(tr.Response) == 0 || tr.Response[0].Role != "assistant" {
+		t.Fatalf("prompt messages %+v, response %+v", tr.Prompt, tr.Response)
 	}
 	for i, c := range calls {
 		st := rows[1+i]
@@ -107,7 +107,8 @@ func TestExportRows(t *testing.T) {
 		t.Fatalf("parquet rows %d, want %d", n, len(rows))
 	}
 	for i := range rows {
-		if !reflect.DeepEqual(fromJSON[i].InputIDs, fromParquet[i].InputIDs) || fromJSON[i].Prompt != fromParquet[i].Prompt ||
+		if !reflect.DeepEqual(fromJSON[i].InputIDs, fromParquet[i].InputIDs) || !sameMessages(fromJSON[i].Prompt, fromParquet[i].Prompt) ||
+			!sameMessages(fromJSON[i].Response, fromParquet[i].Response) || !sameMessages(rows[i].Response, fromParquet[i].Response) ||
 			!reflect.DeepEqual(fromJSON[i].OldLogProbs, fromParquet[i].OldLogProbs) ||
 			fromJSON[i].Created.Sub(fromParquet[i].Created).Abs() > time.Millisecond {
 			t.Fatalf("row %d differs between jsonl and parquet", i)
@@ -115,5 +116,81 @@ func TestExportRows(t *testing.T) {
 	}
 	if _, err := NewRowWriter(&jb, "csv"); err == nil {
 		t.Fatal("csv accepted")
+	}
+}
+
+// sameMessages compares message lists, an empty tool-call list equal to
+// none (Parquet has no nil list).
+func sameMessages(a, b []Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if len(x.ToolCalls) == 0 && len(y.ToolCalls) == 0 {
+			x.ToolCalls, y.ToolCalls = nil, nil
+		}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExportMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		want      Message
+	}{
+		{"text", `{"role":"user","content":"hi","name":"bob"}`, Message{Role: "user", Content: "hi", Name: "bob"}},
+		{"parts joined as vLLM does", `{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"b"}]}`,
+			Message{Role: "user", Content: "a\nb"}},
+		{"null content and tool calls", `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\": 1}"}}]}`,
+			Message{Role: "assistant", ToolCalls: []MessageToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "add", Arguments: `{"a": 1}`}}}}},
+		{"object arguments stay JSON text", `{"role":"assistant","content":"","tool_calls":[{"id":"c2","function":{"name":"f","arguments":{"x":[1,2]}}}]}`,
+			Message{Role: "assistant", ToolCalls: []MessageToolCall{{ID: "c2", Type: "function", Function: FunctionCall{Name: "f", Arguments: `{"x":[1,2]}`}}}}},
+		{"tool result", `{"role":"tool","tool_call_id":"c1","content":"2"}`, Message{Role: "tool", Content: "2", ToolCallID: "c1"}},
+		{"reasoning", `{"role":"assistant","content":"4","reasoning":"2+2"}`, Message{Role: "assistant", Content: "4", ReasoningContent: "2+2"}},
+		{"reasoning_content first", `{"role":"assistant","content":"4","reasoning_content":"r","reasoning":"x"}`, Message{Role: "assistant", Content: "4", ReasoningContent: "r"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseMessage(gjson.Parse(tc.raw))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestExportParquetNulls: absent message fields are Parquet nulls (None in
+// pyarrow and in verl's rows), present ones keep their values.
+func TestExportParquetNulls(t *testing.T) {
+	row := Row{Kind: KindStep, Prompt: []Message{{Role: "user", Content: "q"}},
+		Response: []Message{{Role: "assistant", ReasoningContent: "r", ToolCalls: []MessageToolCall{{ID: "c", Type: "function", Function: FunctionCall{Name: "f", Arguments: "{}"}}}}}}
+	var b bytes.Buffer
+	w, err := NewRowWriter(&b, "parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&row); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range [][]string{{"prompt", "list", "element", "name"}, {"prompt", "list", "element", "reasoning_content"}} {
+		col, ok := f.Schema().Lookup(path...)
+		if !ok || !col.Node.Optional() {
+			t.Fatalf("column %v: found %v, optional %v", path, ok, ok && col.Node.Optional())
+		}
+	}
+	pr := parquet.NewGenericReader[Row](bytes.NewReader(b.Bytes()))
+	got := make([]Row, 1)
+	if n, _ := pr.Read(got); n != 1 || !sameMessages(got[0].Prompt, row.Prompt) || !sameMessages(got[0].Response, row.Response) {
+		t.Fatalf("read back %+v", got)
 	}
 }

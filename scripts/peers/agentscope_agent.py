@@ -69,6 +69,9 @@ async def workflow_func(task, base_url, model, session, stream):
         parameters=OpenAIChatModel.Parameters(max_tokens=64, temperature=0),
         stream=stream,
         max_retries=0,
+        # Qwen3 without thinking: vLLM enforces the forced tool call only
+        # after the reasoning ends, which a random model's never does.
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
         client_kwargs={
             "default_headers": {"X-Hone-Session": session, "X-Hone-Task": task["id"]},
             "timeout": 120,

@@ -34,6 +34,11 @@ TOOLS = [{
 }]
 
 
+# Qwen3 without thinking: vLLM enforces a forced tool call only after the
+# reasoning ends, which a random model's reasoning never does.
+NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
 def hone_headers(headers):
     return {
         "session": headers.get("x-hone-session", ""),
@@ -125,7 +130,7 @@ def main():
     # 3. forced tool call
     raw = client.chat.completions.with_raw_response.create(
         model=args.model, messages=messages, tools=TOOLS, max_tokens=64, temperature=0,
-        tool_choice={"type": "function", "function": {"name": "add"}})
+        tool_choice={"type": "function", "function": {"name": "add"}}, extra_body=NO_THINK)
     tc = raw.parse()
     check_clean("tool_call", tc)
     msg = tc.choices[0].message
@@ -145,7 +150,7 @@ def main():
 
     # 4. the answer to the tool's result
     raw = client.chat.completions.with_raw_response.create(
-        model=args.model, messages=messages, tools=TOOLS, max_tokens=12, temperature=0)
+        model=args.model, messages=messages, tools=TOOLS, max_tokens=12, temperature=0, extra_body=NO_THINK)
     final = raw.parse()
     check_clean("tool_result", final)
     calls.append({"kind": "tool_result", "id": final.id, **hone_headers(raw.headers),

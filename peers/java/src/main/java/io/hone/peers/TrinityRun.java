@@ -8,6 +8,7 @@ import io.agentscope.core.message.Msg;
 import io.agentscope.core.message.MsgRole;
 import io.agentscope.core.model.GenerateOptions;
 import io.agentscope.core.model.OpenAIChatModel;
+import io.agentscope.core.model.transport.OkHttpTransport;
 import io.agentscope.core.tool.Tool;
 import io.agentscope.core.tool.ToolParam;
 import io.agentscope.core.tool.Toolkit;
@@ -92,6 +93,11 @@ public final class TrinityRun {
                         .modelName(model)
                         .stream(false)
                         .generateOptions(GenerateOptions.builder().maxTokens(16).build())
+                        // The default JdkHttpTransport asks for HTTP/2 (h2c
+                        // upgrade) on plain http, and vLLM's uvicorn then
+                        // answers 400 "body: Field required". OkHttp speaks
+                        // HTTP/1.1. (hone's data plane serves either.)
+                        .httpTransport(new OkHttpTransport())
                         .build();
         ReActAgent agent =
                 ReActAgent.builder()
