@@ -12,4 +12,5 @@
 #include "csrc/reduce.cu"
 #include "csrc/rmsnorm.cu"
 #include "csrc/rope.cu"
+#include "csrc/sample.cu"
 #include "csrc/emu/selftest.cuh"

@@ -108,6 +108,21 @@ int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, co
 int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
                                  const int32_t* host_targets, const float* dlogp, long n, long hidden, long vocab);
 
+/* Sampling parameters of one row: temperature <= 0 is greedy; top_k <= 0
+ * and top_p >= 1 are off; seed picks the draw (counter-based: the same seed
+ * and row give the same token). */
+typedef struct {
+  float temperature, top_p;
+  int32_t top_k, reserved;
+  uint64_t seed;
+} hone_sampling;
+/* hone_sample draws one token per row of logits [rows, vocab] (sample.cu)
+ * into host_tokens, its log-probability under the raw logits into
+ * host_logp, and the top_n (<= 256) raw log-probabilities with their ids,
+ * best first, into host_top_ids and host_top_logp ([rows, top_n]). */
+int hone_sample(hone_ctx* c, const float* logits, long rows, long vocab, const hone_sampling* host_params, int top_n,
+                int32_t* host_tokens, float* host_logp, int32_t* host_top_ids, float* host_top_logp);
+
 int hone_adamw(hone_ctx* c, float* p, const float* g, float* m, float* v, long n, float lr, float beta1, float beta2,
                float eps, float wd, int step);
 
