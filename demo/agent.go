@@ -129,7 +129,7 @@ func (a *Agent) Try(ctx context.Context, t Task, at Attempt) (Result, error) {
 			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(out)})
 		}
 	}
-	res.Reward = Reward(t, res.Answer, res.Result)
+	res.Reward = Reward(t, res.Answer)
 	res.msgs = msgs
 	return res, nil
 }
@@ -187,15 +187,12 @@ func ParseAnswer(reply string) (string, bool) {
 	return all[len(all)-1], true
 }
 
-// Reward is 1 when the agent's answer equals the task's: the last number
-// of the final reply, or, when the reply states none (the demo model ends
-// with "Done."), the last calculator result. Else 0.
-func Reward(t Task, reply, lastResult string) float64 {
+// Reward is 1 when the last number of the final reply equals the task's
+// answer, else 0.
+func Reward(t Task, reply string) float64 {
 	n, ok := ParseAnswer(reply)
 	if !ok {
-		if n, ok = ParseAnswer(lastResult); !ok || strings.HasPrefix(lastResult, "error") {
-			return 0
-		}
+		return 0
 	}
 	v, err := strconv.ParseFloat(n, 64)
 	if err != nil || v != float64(t.Answer) {

@@ -196,7 +196,7 @@ func sft(ctx context.Context, m *model.Model, tok tokenizer.Tokenizer, o Prepare
 				time.Since(start).Round(time.Second))
 		}
 		if o.Progress != nil && (o.ProbeEvery > 0 && step%o.ProbeEvery == 0 || step == st.Steps) {
-			pr, err := probeFirstTurn(ctx, m, tok, 99, 64, 80)
+			pr, err := probe(ctx, m, tok, 99, 64, 80)
 			if err != nil {
 				return err
 			}

@@ -53,7 +53,7 @@ func TestEncodeTraceMask(t *testing.T) {
 	if gen.String() != want {
 		t.Fatalf("masked text %q, want %q", gen.String(), want)
 	}
-	if !strings.Contains(want, `{"expression": "6*7"}`) || !strings.Contains(want, FinalReply) {
+	if !strings.Contains(want, `{"expression": "6*7"}`) || !strings.Contains(want, FinalReply("42")) {
 		t.Fatalf("completions %q", want)
 	}
 }
@@ -88,9 +88,9 @@ func TestPrepareErrors(t *testing.T) {
 }
 
 // TestShippedModelCopiesNumbers: the shipped warm start writes a calculator
-// call for every probe problem and copies both of its numbers in order
-// (greedy), while it is often wrong about the operation (what the demo's
-// training fixes).
+// call for every probe problem, copies both of its numbers in order and
+// states the calculator's result in its final reply (greedy), while it is
+// often wrong about the operation (what the demo's training fixes).
 func TestShippedModelCopiesNumbers(t *testing.T) {
 	dir := "../testdata/tiny-model"
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
@@ -104,13 +104,13 @@ func TestShippedModelCopiesNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := probeFirstTurn(context.Background(), m, tok, 99, 64, 80)
+	pr, err := probe(context.Background(), m, tok, 99, 64, 80)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("probe: %s", pr)
-	if pr.Format < 0.95 || pr.Copied < 0.9 {
-		t.Fatalf("the shipped model's tool calls: %s; want >= 95%% calls and >= 90%% with both numbers copied", pr)
+	if pr.Format < 0.95 || pr.Copied < 0.9 || pr.Answered < 0.9 {
+		t.Fatalf("the shipped model: %s; want >= 95%% calls, >= 90%% with both numbers copied, >= 90%% answers stating the result", pr)
 	}
 	if pr.Right > 0.6 {
 		t.Fatalf("the shipped model is already right on %.0f%% (the demo needs room to improve)", 100*pr.Right)

@@ -17,8 +17,8 @@ var CalculatorTool = json.RawMessage(`{"type":"function","function":{"name":"cal
 	`"properties":{"expression":{"type":"string"}},"required":["expression"]}}}`)
 
 // FinalReply is the final reply the warm start teaches after a calculator
-// result: the agent reports that result as the answer.
-const FinalReply = "Done."
+// result: the answer, copied from the tool's result.
+func FinalReply(result string) string { return "The answer is " + result + "." }
 
 // toolArguments is the JSON arguments object of a calculator call, spaced
 // as the model is taught to write it (json.dumps style).
@@ -52,7 +52,7 @@ func SolvedTrace(t Task, expr string, tools []json.RawMessage) ([]Turn, error) {
 	}{
 		{chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{call}},
 			"<tool_call>\n{\"name\": \"" + ToolName + "\", \"arguments\": " + toolArguments(expr) + "}\n</tool_call>"},
-		{chat.Message{Role: "assistant", Content: FinalReply}, FinalReply},
+		{chat.Message{Role: "assistant", Content: FinalReply(result)}, FinalReply(result)},
 	} {
 		p, err := chat.Render(msgs, tools, chat.Options{AddGenerationPrompt: true})
 		if err != nil {
