@@ -42,14 +42,14 @@ __global__ void attention_kernel1(float* out, const float* q, const float* k, co
   float m = -INFINITY;
   for (long j = 0; j < keys; j++) m = fmaxf(m, a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D));
   for (int d = 0; d < D; d++) oi[d] = 0;
-  float l = 0;
+  double l = 0;  // sums in double, as kernels/cpu does
   for (long j = 0; j < keys; j++) {
     const float p = expf(a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D) - m);
     l += p;
     const float* vj = v + j * a.kw() + long(kvh) * D;
     for (int d = 0; d < D; d++) oi[d] += p * vj[d];
   }
-  for (int d = 0; d < D; d++) oi[d] /= l;
+  for (int d = 0; d < D; d++) oi[d] = float(oi[d] / l);
 }
 
 // The tiled kernel's shapes: kRows queries per block (one per thread), kCols
@@ -67,7 +67,8 @@ __global__ void attention_kernel2(float* out, const float* q, const float* k, co
   const long i0 = long(blockIdx.x) * kRows, i = i0 + threadIdx.x;
   const bool active = i < a.n;
   float qr[kMaxDim], acc[kMaxDim];
-  float m = -INFINITY, l = 0;
+  float m = -INFINITY;
+  double l = 0;
   for (int d = 0; d < D; d++) {
     qr[d] = active ? q[i * a.qw() + long(h) * D + d] * a.scale : 0;
     acc[d] = 0;
@@ -101,7 +102,7 @@ __global__ void attention_kernel2(float* out, const float* q, const float* k, co
     __syncthreads();
   }
   if (active) {
-    for (int d = 0; d < D; d++) out[i * a.qw() + long(h) * D + d] = acc[d] / l;
+    for (int d = 0; d < D; d++) out[i * a.qw() + long(h) * D + d] = float(acc[d] / l);
   }
 }
 
@@ -121,10 +122,10 @@ __global__ void attention_backward_kernel1(float* dq, float* dk, float* dv, cons
   const long keys = a.past + i + 1;
   float m = -INFINITY;
   for (long j = 0; j < keys; j++) m = fmaxf(m, a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D));
-  float l = 0;
+  double l = 0;
   for (long j = 0; j < keys; j++) l += expf(a.scale * dot(qi, k + j * a.kw() + long(kvh) * D, D) - m);
-  const float lse = m + logf(l);
-  float delta = 0;
+  const float lse = m + float(log(l));
+  double delta = 0;
   for (long j = 0; j < keys; j++) {
     const float* kj = k + j * a.kw() + long(kvh) * D;
     const float* vj = v + j * a.kw() + long(kvh) * D;
@@ -134,7 +135,7 @@ __global__ void attention_backward_kernel1(float* dq, float* dk, float* dv, cons
   for (long j = 0; j < keys; j++) {
     const long kvoff = j * a.kw() + long(kvh) * D;
     const float p = expf(a.scale * dot(qi, k + kvoff, D) - lse);
-    const float ds = p * (dot(doi, v + kvoff, D) - delta) * a.scale;
+    const float ds = p * (dot(doi, v + kvoff, D) - float(delta)) * a.scale;
     for (int d = 0; d < D; d++) {
       dqi[d] += ds * k[kvoff + d];
       atomicAdd(&dk[kvoff + d], ds * qi[d]);
@@ -165,7 +166,8 @@ __global__ void attention_bwd_stats_kernel(float* stats, const float* dout, cons
     qr[d] = active ? q[i * a.qw() + long(h) * D + d] * a.scale : 0;
     dor[d] = active ? dout[i * a.qw() + long(h) * D + d] : 0;
   }
-  float m = -INFINITY, l = 0, acc = 0;  // acc = sum_j exp(s_j - m) dp_j
+  float m = -INFINITY;
+  double l = 0, acc = 0;  // acc = sum_j exp(s_j - m) dp_j; sums in double, as kernels/cpu does
   const long last = i0 + kRows - 1 < a.n - 1 ? i0 + kRows - 1 : a.n - 1;
   const long keys = a.past + last + 1;
   for (long j0 = 0; j0 < keys; j0 += kCols) {
@@ -193,8 +195,8 @@ __global__ void attention_bwd_stats_kernel(float* stats, const float* dout, cons
     __syncthreads();
   }
   if (active) {
-    stats[2 * (i * a.heads + h)] = m + logf(l);
-    stats[2 * (i * a.heads + h) + 1] = acc / l;
+    stats[2 * (i * a.heads + h)] = m + float(log(l));
+    stats[2 * (i * a.heads + h) + 1] = float(acc / l);
   }
 }
 

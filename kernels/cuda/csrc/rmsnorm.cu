@@ -12,9 +12,9 @@ __global__ void rmsnorm_kernel1(float* out, const float* x, const float* w, long
   const long row = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const float* xr = x + row * width;
-  float ss = 0;
-  for (long j = 0; j < width; j++) ss += xr[j] * xr[j];
-  const float r = rsqrtf(ss / float(width) + eps);
+  double ss = 0;
+  for (long j = 0; j < width; j++) ss += double(xr[j]) * xr[j];
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
   for (long j = 0; j < width; j++) out[row * width + j] = xr[j] * r * w[j];
 }
 
@@ -23,10 +23,10 @@ __global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long
   const long row = blockIdx.x;
   if (row >= rows) return;
   const float* xr = x + row * width;
-  float ss = 0;
-  for (long j = threadIdx.x; j < width; j += blockDim.x) ss += xr[j] * xr[j];
+  double ss = 0;
+  for (long j = threadIdx.x; j < width; j += blockDim.x) ss += double(xr[j]) * xr[j];
   ss = block_sum(ss);
-  const float r = rsqrtf(ss / float(width) + eps);
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
   for (long j = threadIdx.x; j < width; j += blockDim.x) out[row * width + j] = xr[j] * r * w[j];
 }
 
@@ -41,13 +41,13 @@ __global__ void rmsnorm_backward_kernel1(float* dx, float* rstd, const float* dy
   const long row = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const float *xr = x + row * width, *dyr = dy + row * width;
-  float ss = 0, dot = 0;
+  double ss = 0, dot = 0;
   for (long j = 0; j < width; j++) {
-    ss += xr[j] * xr[j];
-    dot += dyr[j] * w[j] * xr[j];
+    ss += double(xr[j]) * xr[j];
+    dot += double(dyr[j] * w[j]) * xr[j];
   }
-  const float r = rsqrtf(ss / float(width) + eps);
-  const float k = r * r * r * dot / float(width);
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
+  const float k = float(dot / double(width)) * r * r * r;
   for (long j = 0; j < width; j++) dx[row * width + j] = r * w[j] * dyr[j] - xr[j] * k;
   rstd[row] = r;
 }
@@ -58,15 +58,15 @@ __global__ void rmsnorm_backward_kernel2(float* dx, float* rstd, const float* dy
   const long row = blockIdx.x;
   if (row >= rows) return;
   const float *xr = x + row * width, *dyr = dy + row * width;
-  float ss = 0, dot = 0;
+  double ss = 0, dot = 0;
   for (long j = threadIdx.x; j < width; j += blockDim.x) {
-    ss += xr[j] * xr[j];
-    dot += dyr[j] * w[j] * xr[j];
+    ss += double(xr[j]) * xr[j];
+    dot += double(dyr[j] * w[j]) * xr[j];
   }
   ss = block_sum(ss);
   dot = block_sum(dot);
-  const float r = rsqrtf(ss / float(width) + eps);
-  const float k = r * r * r * dot / float(width);
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
+  const float k = float(dot / double(width)) * r * r * r;
   for (long j = threadIdx.x; j < width; j += blockDim.x) dx[row * width + j] = r * w[j] * dyr[j] - xr[j] * k;
   if (threadIdx.x == 0) rstd[row] = r;
 }
