@@ -481,3 +481,44 @@ func TestContinuityMessagesAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestContinuityForcedFirstCall: a call tokens mode leaves to the chat
+// endpoint (a forced tool call) is remembered from its record, so the next
+// call, sent back re-serialised, puts its sampled turn back.
+func TestContinuityForcedFirstCall(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	h, store := startContinuity(t, ContinuityTokens, v)
+	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+	req := func(extra map[string]any) []byte {
+		r := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
+			"max_tokens": 64}
+		for k, v := range extra {
+			r[k] = v
+		}
+		b, _ := json.Marshal(r)
+		return b
+	}
+	first := post(t, h.url, "/v1/chat/completions", req(map[string]any{"tool_choice": "required"}),
+		map[string]string{"X-Hone-Session": "f1"})
+	var m1 map[string]any
+	if err := json.Unmarshal([]byte(gjson.GetBytes(first.body, "choices.0.message").Raw), &m1); err != nil || m1["tool_calls"] == nil {
+		t.Fatalf("first answer %s", first.body)
+	}
+	id := gjson.GetBytes(first.body, "choices.0.message.tool_calls.0.id").String()
+	msgs = append(msgs, reserialise(t, m1), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
+	second := post(t, h.url, "/v1/chat/completions", req(nil),
+		map[string]string{"X-Hone-Session": "f1", "X-Hone-Reward": "1", "X-Hone-Commit": "1"})
+	if second.status != 200 {
+		t.Fatalf("second answer %d: %s", second.status, second.body)
+	}
+	if r := v.routes(); len(r) != 2 || r[0] != "/v1/chat/completions" || r[1] != "/v1/completions" {
+		t.Errorf("engine routes %v", r)
+	}
+	drift, leaves, _ := sessionDrift(t, store, "f1", 2)
+	if drift != 0 || leaves != 1 {
+		t.Errorf("drift %d, %d trajectories; want 0 and 1", drift, leaves)
+	}
+	if n := testutil.ToFloat64(h.s.cont.spliced); n != 1 {
+		t.Errorf("turns put back %v, want 1", n)
+	}
+}
