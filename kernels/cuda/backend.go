@@ -49,11 +49,11 @@ func (t *tensor) Shape() []int { return t.shape }
 func (t *tensor) Len() int     { return t.n }
 
 func newBackend(name string, device int, variant string) (*Backend, error) {
-	v := C.int(C.HONE_VARIANT_READABLE)
+	v := C.int(C.hone_variant_readable)
 	switch variant {
 	case VariantReadable:
 	case VariantFast:
-		v = C.HONE_VARIANT_FAST
+		v = C.hone_variant_fast
 	default:
 		return nil, fmt.Errorf("kernels/cuda: unknown variant %q (have %v)", variant, Variants())
 	}

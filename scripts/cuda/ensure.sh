@@ -47,7 +47,6 @@ if [ -z "$py" ]; then
 	echo "cuda: need a python3 with pip to download the wheels (apt-get install python3-pip)" >&2
 	exit 1
 fi
-command -v unzip >/dev/null 2>&1 || { echo "cuda: need unzip" >&2; exit 1; }
 
 start=$(date +%s)
 wheels="$dir/wheels"
@@ -60,11 +59,13 @@ echo "cuda: downloading $(grep -c '^nvidia' "$lock") pinned wheels into $wheels"
 "$py" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
 	--only-binary=:all: -r "$lock" -d "$wheels" >&2
 for w in "$wheels"/*.whl; do
-	unzip -q -o "$w" 'nvidia/cu13/*' -d "$new"
+	"$py" -m zipfile -e "$w" "$new"
 done
 # nvidia/cu13 is the toolkit root nvcc.profile expects (TOP = bin/..).
 mv "$new/nvidia/cu13" "$new/root"
-chmod +x "$new/root/bin/"* "$new/root/nvvm/bin/"* 2>/dev/null || true
+chmod -R u+rwX,go+rX "$new/root"
+# zipfile does not restore modes: the executables are the bin/ ones.
+chmod +x "$new/root/bin/"* "$new/root/nvvm/bin/"*
 # The wheels ship only versioned sonames; the linker's -lcudart wants the
 # unversioned names.
 for so in "$new/root/lib/"lib*.so.*; do

@@ -316,7 +316,7 @@ int hone_attention(hone_ctx* c, float* out, const float* q, const float* k, cons
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const AttnShape a{n, past, heads, kv_heads, head_dim, scale};
-  if (c->variant == HONE_VARIANT_FAST && head_dim <= kMaxDim) {
+  if (c->variant == hone_variant_fast && head_dim <= kMaxDim) {
     const dim3 grid(unsigned(ceil_div(n, kRows)), unsigned(heads));
     HONE_LAUNCH(attention_kernel2, grid, kRows, 2 * kCols * head_dim * sizeof(float), c->stream, out, q, k, v, a);
   } else {
@@ -331,7 +331,7 @@ int hone_attention_backward(hone_ctx* c, float* dq, float* dk, float* dv, const 
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const AttnShape a{n, past, heads, kv_heads, head_dim, scale};
-  if (c->variant == HONE_VARIANT_FAST && head_dim <= kMaxDim) {
+  if (c->variant == hone_variant_fast && head_dim <= kMaxDim) {
     Workspace ws{c};
     if (ws.reserve(Workspace::align(2 * n * heads * sizeof(float)))) return -1;
     float* stats = ws.take<float>(2 * n * heads);

@@ -56,7 +56,7 @@ int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const
   if (ws.reserve(Workspace::align(n * sizeof(int32_t)))) return -1;
   const int32_t* ids = ws.upload(host_ids, n, "embedding ids");
   if (!ids) return -1;
-  if (c->variant == HONE_VARIANT_READABLE) {
+  if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(embedding_backward_kernel1, unsigned(ceil_div(width, 128)), 128, 0, c->stream, dtable, dout, ids, n,
                 width);
   } else {

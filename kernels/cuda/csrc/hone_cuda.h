@@ -21,7 +21,7 @@ extern "C" {
 typedef struct hone_ctx hone_ctx;
 
 /* Kernel variants: the readable kernels, or the faster ones beside them. */
-enum { HONE_VARIANT_READABLE = 0, HONE_VARIANT_FAST = 1 };
+enum { hone_variant_readable = 0, hone_variant_fast = 1 };
 
 /* hone_create makes a context on device (a stream, a cuBLAS handle, a
  * workspace) and stores it in *out, or returns -1 with the reason in err. */

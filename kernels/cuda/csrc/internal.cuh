@@ -11,7 +11,7 @@
 
 struct hone_ctx {
   int device = 0;
-  int variant = HONE_VARIANT_READABLE;
+  int variant = hone_variant_readable;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   // The workspace: one device buffer carved per call (index uploads,

@@ -100,7 +100,7 @@ int lse_begin(hone_ctx* c, Workspace& ws, LseState& st, const int32_t* host_targ
 }
 
 int lse_merge(hone_ctx* c, LseState& st, const float* L, long ld, long rows, long cols, long c0, const char* op) {
-  if (c->variant == HONE_VARIANT_READABLE) {
+  if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(lse_merge_kernel1, unsigned(ceil_div(rows, 64)), 64, 0, c->stream, st.m, st.s, st.tl, L, ld, rows,
                 cols, c0, st.targets);
   } else {

@@ -67,7 +67,7 @@ int hone_sum(hone_ctx* c, double* host_out, const float* x, long n, int squares)
   double* d = ws.take<double>(1);
   if (check_cuda(c, "sum", cudaMemsetAsync(d, 0, sizeof(double), c->stream))) return -1;
   if (n > 0) {
-    if (c->variant == HONE_VARIANT_READABLE) {
+    if (c->variant == hone_variant_readable) {
       HONE_LAUNCH(sum_kernel1, 1, 256, 256 * sizeof(double), c->stream, d, x, n, squares);
     } else {
       unsigned grid = grid_for(n, 256);

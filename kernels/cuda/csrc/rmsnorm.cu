@@ -90,7 +90,7 @@ extern "C" {
 int hone_rmsnorm(hone_ctx* c, float* out, const float* x, const float* w, long rows, long width, float eps) {
   HONE_ENTRY(c);
   if (rows == 0) return 0;
-  if (c->variant == HONE_VARIANT_READABLE) {
+  if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(rmsnorm_kernel1, unsigned(ceil_div(rows, 64)), 64, 0, c->stream, out, x, w, rows, width, eps);
   } else {
     HONE_LAUNCH(rmsnorm_kernel2, unsigned(rows), 256, 0, c->stream, out, x, w, rows, width, eps);
@@ -105,7 +105,7 @@ int hone_rmsnorm_backward(hone_ctx* c, float* dx, float* dw, const float* dy, co
   Workspace ws{c};
   if (ws.reserve(Workspace::align(rows * sizeof(float)))) return -1;
   float* rstd = ws.take<float>(rows);
-  if (c->variant == HONE_VARIANT_READABLE) {
+  if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(rmsnorm_backward_kernel1, unsigned(ceil_div(rows, 64)), 64, 0, c->stream, dx, rstd, dy, x, w, rows,
                 width, eps);
   } else {
