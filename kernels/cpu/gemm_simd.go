@@ -70,17 +70,18 @@ func (be *Backend) gemmParallel(m, n, k int, a, b operand, c []float32, ldc int,
 	}
 	// Splitting columns makes every worker pack all of A, splitting rows all
 	// of B: duplicate the smaller, unless it leaves a worker without tiles.
-	mt, nt := (m+mr-1)/mr, (n+nr-1)/nr
+	tm, tn := s.tile()
+	mt, nt := (m+tm-1)/tm, (n+tn-1)/tn
 	if (m <= n && nt >= be.workers) || mt < be.workers {
-		be.parallel(nt, 2*mr*nr*k, func(lo, hi int) {
-			j0, j1 := nr*lo, min(nr*hi, n)
-			s.packed(m, j1-j0, k, a, b.colsFrom(j0), c[j0:], ldc, alpha)
+		be.parallel(nt, 2*tm*tn*k, func(lo, hi int) {
+			j0, j1 := tn*lo, min(tn*hi, n)
+			s.runPacked(m, j1-j0, k, a, b.colsFrom(j0), c[j0:], ldc, alpha)
 		})
 		return
 	}
-	be.parallel(mt, 2*mr*nr*k, func(lo, hi int) {
-		i0, i1 := mr*lo, min(mr*hi, m)
-		s.packed(i1-i0, n, k, a.rowsFrom(i0), b, c[i0*ldc:], ldc, alpha)
+	be.parallel(mt, 2*tm*tn*k, func(lo, hi int) {
+		i0, i1 := tm*lo, min(tm*hi, m)
+		s.runPacked(i1-i0, n, k, a.rowsFrom(i0), b, c[i0*ldc:], ldc, alpha)
 	})
 }
 
@@ -93,7 +94,7 @@ func (s *simdKernels) gemmSerial(m, n, k int, a, b operand, c []float32, ldc int
 		s.dotNT(m, n, k, a.d, a.rs, b.d, b.cs, c, ldc, alpha)
 		return
 	}
-	s.packed(m, n, k, a, b, c, ldc, alpha)
+	s.runPacked(m, n, k, a, b, c, ldc, alpha)
 }
 
 type packBufs struct{ a, b []float32 }

@@ -58,10 +58,14 @@ var avx2Kernels = &simdKernels{
 }
 
 // archKernels lists the assembly variants this CPU and OS support (x/sys/cpu
-// checks that the OS saves the YMM state), fastest first.
+// checks that the OS saves the YMM and ZMM state), fastest first.
 func archKernels() []*simdKernels {
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		return []*simdKernels{avx2Kernels}
+	var ks []*simdKernels
+	if hasAVX512() {
+		ks = append(ks, avx512Kernels)
 	}
-	return nil
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ks = append(ks, avx2Kernels)
+	}
+	return ks
 }

@@ -15,10 +15,14 @@ const (
 	// VariantAVX2 is Go assembly for x86-64 with AVX2 and FMA: packed,
 	// cache-blocked 6x16 matmul micro-kernels and vectorised hot loops.
 	VariantAVX2 = "avx2"
+	// VariantAVX512 is the AVX2 variant with AVX-512 matmul kernels (12x32
+	// packed tiles in 32 ZMM registers, 16-lane dot products), for CPUs and
+	// OSes that run AVX512F.
+	VariantAVX512 = "avx512"
 )
 
 // KernelsEnv names the environment variable that forces a variant
-// (HONE_KERNELS=generic|avx2); unset or empty picks the fastest one the CPU
+// (HONE_KERNELS=generic|avx2|avx512); unset or empty picks the fastest one the CPU
 // supports.
 const KernelsEnv = "HONE_KERNELS"
 
@@ -40,6 +44,12 @@ type simdKernels struct {
 	// dst[6p+i] = src[i*lds+p], k a multiple of 8; it writes dst[6k] and
 	// dst[6k+1] too.
 	packA6 func(dst, src *float32, lds, k int)
+
+	// tileM x tileN is the tile of C packFn's micro-kernel fills (the unit
+	// gemmParallel splits C by); packFn, when set, replaces the 6x16 packed
+	// driver (packed) with the variant's own. Zero and nil: 6x16, packed.
+	tileM, tileN int
+	packFn       func(m, n, k int, a, b operand, c []float32, ldc int, alpha float32)
 
 	// Elementwise kernels over n values, n a multiple of 8 (callers finish
 	// the tails); see elementwise_simd.go.
@@ -101,4 +111,21 @@ func (be *Backend) Variant() string {
 		return VariantGeneric
 	}
 	return be.simd.name
+}
+
+// tile is the register tile of C of s's packed driver: rows, columns.
+func (s *simdKernels) tile() (int, int) {
+	if s.packFn != nil {
+		return s.tileM, s.tileN
+	}
+	return mr, nr
+}
+
+// runPacked runs s's packed driver.
+func (s *simdKernels) runPacked(m, n, k int, a, b operand, c []float32, ldc int, alpha float32) {
+	if s.packFn != nil {
+		s.packFn(m, n, k, a, b, c, ldc, alpha)
+		return
+	}
+	s.packed(m, n, k, a, b, c, ldc, alpha)
 }
