@@ -15,20 +15,17 @@ const maxPerPass = 256
 // runJanitor periodically closes idle sessions, applies the reward deadline
 // and enforces the size cap.
 func (s *Store) runJanitor() {
-	defer close(s.janDone)
+	released := make(chan struct{})
+	go func() { defer close(released); s.runRelease() }()
+	defer func() { <-released; close(s.janDone) }()
 	tick := time.NewTicker(s.opts.Retention.Interval)
 	defer tick.Stop()
-	lastGC, lastRelease, release := time.Now(), time.Now(), true
-	fileBudget := max(32<<20, MemoryBudget()/4)
+	lastGC := time.Now()
 	for {
 		select {
 		case <-s.stopJan:
 			return
 		case now := <-tick.C:
-			if release && (now.Sub(lastRelease) >= releaseInterval || mappedRSS() > fileBudget) {
-				lastRelease = now
-				_, release = releaseMapped(s.dir, ".vlog", ".mem", ".sst")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if err := s.Sweep(ctx, now); err != nil && !errors.Is(err, ErrClosed) {
 				s.log.Error("capture janitor", "err", err)
@@ -42,15 +39,43 @@ func (s *Store) runJanitor() {
 	}
 }
 
-// releaseInterval is how often the janitor hands the kernel back the pages
-// of the mapped value logs, memtable logs and tables (releaseMapped).
-// Compactions alone bring ~2 MB/s of table pages in at 500 calls/s; a
-// lookup whose block was released reads it from the disk again. Between
-// two releases the janitor also releases, at its next tick, as soon as the
-// process's file-backed RSS passes a quarter of the memory budget: one
-// compaction can map a few hundred MB of tables within seconds (the soak
-// saw 275 MiB of file pages on top of the heap).
+// runRelease hands the kernel back the pages of Badger's mapped value logs,
+// memtable logs and tables (releaseMapped) every releaseInterval, and sooner
+// when the process's file-backed RSS passes a quarter of the memory budget:
+// it checks that every releaseCheck, apart from the janitor's sweeps (a
+// sweep can take seconds under load, while one compaction maps a few
+// hundred MB of new tables; the soak saw 275 MiB of file pages on top of
+// the heap with a release every 10 s only). Stops with the janitor, or for
+// good where the kernel lacks MADV_PAGEOUT.
+func (s *Store) runRelease() {
+	tick := time.NewTicker(releaseCheck)
+	defer tick.Stop()
+	budget := max(32<<20, MemoryBudget()/4)
+	last := time.Now()
+	for {
+		select {
+		case <-s.stopJan:
+			return
+		case now := <-tick.C:
+			if now.Sub(last) < releaseInterval && mappedRSS() <= budget {
+				continue
+			}
+			last = now
+			if _, ok := releaseMapped(s.dir, ".vlog", ".mem", ".sst"); !ok {
+				return
+			}
+		}
+	}
+}
+
+// releaseInterval is the longest time between two releases. Compactions
+// alone bring ~2 MB/s of table pages in at 500 calls/s; a lookup whose
+// block was released reads it from the disk again.
 const releaseInterval = 10 * time.Second
+
+// releaseCheck is how often runRelease reads the file-backed RSS
+// (/proc/self/status: a few microseconds).
+const releaseCheck = 250 * time.Millisecond
 
 // vlogGCInterval is how often the janitor rewrites one value-log file
 // whose space is mostly expired or deleted.
