@@ -41,9 +41,11 @@ func (b *Backend) Sample(logits kernels.Tensor, params []Sampling, topN int) Sam
 	if len(params) != rows || topN < 0 || topN > 256 || topN > vocab {
 		panic(fmt.Sprintf("kernels/cuda: sample %v with %d parameter rows, top %d", logits.Shape(), len(params), topN))
 	}
+	// One spare element so that &TopIDs[0] exists when topN is 0.
 	out := SampleOut{Tokens: make([]int32, rows), Logp: make([]float32, rows),
 		TopIDs: make([]int32, rows*topN+1), TopLogp: make([]float32, rows*topN+1)}
 	if rows == 0 {
+		out.TopIDs, out.TopLogp = out.TopIDs[:0], out.TopLogp[:0]
 		return out
 	}
 	cp := make([]C.hone_sampling, rows)
