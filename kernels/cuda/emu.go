@@ -9,12 +9,15 @@ package cuda
 #cgo CXXFLAGS: -std=c++20 -O2 -DHONE_CUDA_EMU -Wall -Wno-unused-function
 #include <stddef.h>
 #include <stdlib.h>
+#include "csrc/hone_cuda.h"
 int hone_emu_selftest(int which, float* out, char* err, size_t errlen);
+void hone_emu_eager_warps(hone_ctx* c, int on);
 */
 import "C"
 
 import (
 	"errors"
+	"fmt"
 	"unsafe"
 )
 
@@ -49,4 +52,31 @@ func emuSelftest(which int) ([]float32, error) {
 		res[i] = float32(out[i])
 	}
 	return res, nil
+}
+
+// Schedules of the shim (csrc/emu/cuda_emu.h, run_block): how the threads
+// of a block take turns. Each catches a different missing barrier; the
+// conformance suite runs under both.
+const (
+	SchedulePasses     = "passes"      // every ready thread in turn until it blocks (default)
+	ScheduleEagerWarps = "eager-warps" // a warp runs ahead as far as it can
+)
+
+// Schedules lists the shim's schedules.
+func Schedules() []string { return []string{SchedulePasses, ScheduleEagerWarps} }
+
+// SetSchedule picks the shim's schedule for the backend's later launches.
+func (b *Backend) SetSchedule(s string) error {
+	on := 0
+	switch s {
+	case SchedulePasses:
+	case ScheduleEagerWarps:
+		on = 1
+	default:
+		return fmt.Errorf("kernels/cuda: unknown schedule %q (have %v)", s, Schedules())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	C.hone_emu_eager_warps(b.ctx, C.int(on))
+	return nil
 }

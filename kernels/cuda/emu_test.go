@@ -13,16 +13,24 @@ import (
 
 // TestConformanceEmulated runs the kernels conformance suite, with the CPU
 // backend's tolerances, against the CUDA kernels compiled for the host
-// against the shim, for every kernel variant.
+// against the shim, for every kernel variant under both of the shim's
+// schedules.
 func TestConformanceEmulated(t *testing.T) {
 	for _, v := range Variants() {
 		t.Run(v, func(t *testing.T) {
-			be, err := NewEmulated(v)
-			if err != nil {
-				t.Fatal(err)
+			for _, s := range Schedules() {
+				t.Run(s, func(t *testing.T) {
+					be, err := NewEmulated(v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer be.Close()
+					if err := be.SetSchedule(s); err != nil {
+						t.Fatal(err)
+					}
+					conformance.Run(t, be)
+				})
 			}
-			defer be.Close()
-			conformance.Run(t, be)
 		})
 	}
 }

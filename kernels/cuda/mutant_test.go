@@ -25,28 +25,38 @@ var mutants = []mutant{
 		file: "csrc/common.cuh",
 		from: "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n",
 		to:   "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n",
-		test: "TestConformanceEmulated/fast/RMSNorm",
+		test: "TestConformanceEmulated/fast/passes/RMSNorm",
+	},
+	{
+		// Caught only when a warp runs ahead (the eager-warps schedule):
+		// warp 0 starts the next block_sum and overwrites the partials
+		// before the other warps have read them.
+		name: "missing trailing __syncthreads in block_sum",
+		file: "csrc/common.cuh",
+		from: "  v = lane < warps ? partial[lane] : T(0);\n  v = warp_sum(v);\n  __syncthreads();\n",
+		to:   "  v = lane < warps ? partial[lane] : T(0);\n  v = warp_sum(v);\n",
+		test: "TestConformanceEmulated/fast/eager-warps/RMSNorm",
 	},
 	{
 		name: "off-by-one block index in rmsnorm_kernel2",
 		file: "csrc/rmsnorm.cu",
 		from: "__global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long rows, long width, float eps) {\n  const long row = blockIdx.x;\n",
 		to:   "__global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long rows, long width, float eps) {\n  const long row = blockIdx.x + 1;\n",
-		test: "TestConformanceEmulated/fast/RMSNorm",
+		test: "TestConformanceEmulated/fast/passes/RMSNorm",
 	},
 	{
 		name: "missing __syncthreads before the next key tile in attention_kernel2",
 		file: "csrc/attention.cu",
 		from: "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n    __syncthreads();\n",
 		to:   "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n",
-		test: "TestConformanceEmulated/fast/Attention",
+		test: "TestConformanceEmulated/fast/passes/Attention",
 	},
 	{
 		name: "off-by-one causal mask in attention_bwd_dkdv_kernel",
 		file: "csrc/attention.cu",
 		from: "if (a.past + i0 + ii < j) continue;",
 		to:   "if (a.past + i0 + ii <= j) continue;",
-		test: "TestConformanceEmulated/fast/Attention",
+		test: "TestConformanceEmulated/fast/passes/Attention",
 	},
 	{
 		// Thread j == width adds a column past the end of dst: every value
@@ -55,7 +65,7 @@ var mutants = []mutant{
 		file: "csrc/reduce.cu",
 		from: "  if (j >= width) return;\n  float s = 0;\n  for (long i = 0; i < rows; i++) s += x[i * width + j];",
 		to:   "  if (j > width) return;\n  float s = 0;\n  for (long i = 0; i < rows; i++) s += x[i * width + j];",
-		test: "TestConformanceEmulated/readable/Reductions",
+		test: "TestConformanceEmulated/readable/passes/Reductions",
 		asan: true,
 	},
 }

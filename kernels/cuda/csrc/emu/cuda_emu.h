@@ -85,7 +85,12 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4,
 };
-struct CUstream_st {};
+// A stream of the shim carries the schedule its launches run under (see
+// run_block): false, passes over the block in thread order; true, each warp
+// runs ahead as far as it can before the next warp moves.
+struct CUstream_st {
+  bool eager_warps = false;
+};
 typedef CUstream_st* cudaStream_t;
 
 // ---- contexts: a suspended execution and the switch between two ----------
@@ -280,8 +285,18 @@ inline bool release_warp(unsigned w, size_t n) {
   return true;
 }
 
-// run_block runs every thread of one block to completion.
-inline void run_block() {
+// run_block runs every thread of one block to completion. Two schedules,
+// both adversarial, for different mistakes:
+//   - passes (default): each pass runs every ready thread, in thread order,
+//     until it blocks; barriers and warp rendezvous are released between
+//     passes. A missing barrier between a write to shared memory and a read
+//     of what another thread wrote reads the old value.
+//   - eager warps: a warp whose rendezvous completes goes on at once, so a
+//     warp runs ahead of the others up to the next __syncthreads. A missing
+//     barrier after reading shared memory that the next step overwrites
+//     (reuse of a reduction's scratch) lets the fast warp overwrite it
+//     before the slow ones read it.
+inline void run_block(bool eager_warps) {
   const size_t n = size_t(blockDim.x) * blockDim.y * blockDim.z;
   runner.fibers.assign(n, Fiber{});
   while (runner.stacks.size() < n) runner.stacks.push_back(static_cast<char*>(std::malloc(kStack)));
@@ -303,6 +318,9 @@ inline void run_block() {
       threadIdx = f.tid;
       switch_to(&runner.sched, &f.ctx);
       if (f.wait == Wait::done) live--;
+      if (eager_warps && (f.wait == Wait::warp || f.wait == Wait::done) && release_warp(f.warp, n)) {
+        i = size_t(f.warp) * 32 - 1;  // run this warp again from its first lane
+      }
     }
     runner.cur = -1;
     if (live == 0) return;
@@ -326,7 +344,7 @@ inline void run_block() {
 }
 
 // launch runs body for every thread of every block of the grid.
-inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, std::function<void()> body) {
+inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, std::function<void()> body) {
   const size_t threads = size_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
       grid.y > 65535 || grid.z > 65535 || smem > 227 * 1024) {
@@ -345,7 +363,7 @@ inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, std:
       for (unsigned x = grid.x; x-- > 0 && runner.error.empty();) {
         blockIdx = uint3{x, y, z};
         std::memset(runner.dyn.data(), 0xff, runner.dyn.size());
-        run_block();
+        run_block(stream && stream->eager_warps);
       }
     }
   }

@@ -2,10 +2,11 @@
 // shuffles and ballots return what CUDA documents, atomics add up, and the
 // launch errors the device would hang or misbehave on (a barrier some lanes
 // of a warp never reach, a shuffle naming a lane that exited) are reported.
-// Compiled only into the emulated backend.
+// Also the switch of the shim's schedule. Compiled only into the emulated
+// backend.
 #pragma once
 
-#include "../common.cuh"
+#include "../internal.cuh"
 
 namespace emu_selftest {
 
@@ -64,3 +65,7 @@ extern "C" int hone_emu_selftest(int which, float* out, char* err, size_t errlen
   }
   return 0;
 }
+
+// hone_emu_eager_warps sets the schedule of the context's launches (see
+// run_block in cuda_emu.h).
+extern "C" void hone_emu_eager_warps(hone_ctx* c, int on) { c->stream->eager_warps = on != 0; }
