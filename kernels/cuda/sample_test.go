@@ -114,13 +114,23 @@ func refSample(x []float32, p Sampling, row, topN int) (tok int32, logp float64,
 
 // TestSampleMatchesReference: greedy, whole-row, top-k, top-p and both,
 // with and without top-N log-probabilities, every row's token equal to the
-// float64 reference's for the same seed, log-probabilities within 1e-5.
+// float64 reference's for the same seed, log-probabilities within 1e-5,
+// under both of the shim's schedules.
 func TestSampleMatchesReference(t *testing.T) {
+	for _, sched := range Schedules() {
+		t.Run(sched, func(t *testing.T) { sampleMatchesReference(t, sched) })
+	}
+}
+
+func sampleMatchesReference(t *testing.T, sched string) {
 	be, err := NewEmulated(VariantReadable) // one kernel for both variants
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer be.Close()
+	if err := be.SetSchedule(sched); err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	// A vocabulary under a warp, one of a partial block, and one of four
 	// slices per thread for the whole-row draw.
