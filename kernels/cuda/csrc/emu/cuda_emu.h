@@ -19,10 +19,12 @@
 //     bytes before every block so that reading what was not written shows;
 //   - atomics are host atomics.
 //
-// The schedule is adversarial on purpose: the scheduler runs each fiber until
-// it blocks, in thread order. A reduction that reads shared memory without a
-// __syncthreads after the writes reads what the later threads have not
-// written yet, so a missing barrier shows as a wrong result, every time.
+// The schedules are adversarial on purpose (run_block): by default each
+// fiber runs until it blocks, in thread order, so a reduction that reads
+// shared memory without a __syncthreads after the writes reads what the
+// later threads have not written yet, every time; with eager warps a warp
+// runs ahead to the next __syncthreads, so a missing barrier before shared
+// memory is reused lets it overwrite what slower warps have not read.
 // A barrier some threads never reach (divergent __syncthreads), a shuffle
 // whose mask names a lane that exited or does not exist, or a block shape
 // the device would refuse are launch errors, reported through
