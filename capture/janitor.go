@@ -13,7 +13,7 @@ import (
 const maxPerPass = 256
 
 // runJanitor periodically closes idle sessions, applies the reward deadline
-// and enforces the size cap.
+// and enforces the size cap, with runRelease beside it.
 func (s *Store) runJanitor() {
 	released := make(chan struct{})
 	go func() { defer close(released); s.runRelease() }()
