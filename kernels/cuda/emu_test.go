@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -173,5 +174,34 @@ func TestErrorsAreStickyAndNamed(t *testing.T) {
 	a.Download(got, x)
 	if got[3] != 2 {
 		t.Fatalf("backend a after b failed: %v", got)
+	}
+}
+
+// TestMatMulEmptyK: with K == 0 the product is empty, so C = beta*C (zero
+// with beta == 0, even over NaN), as BLAS and cuBLAS define it.
+func TestMatMulEmptyK(t *testing.T) {
+	be, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	nan := float32(math.NaN())
+	for _, beta := range []float32{0, 0.5} {
+		c := be.Upload([]float32{nan, nan, nan, 2, 4, 6}, 2, 3)
+		if beta != 0 {
+			c = be.Upload([]float32{1, 2, 3, 2, 4, 6}, 2, 3)
+		}
+		be.MatMul(c, be.New(2, 0), be.New(0, 3), false, false, 1, beta)
+		got := make([]float32, 6)
+		be.Download(got, c)
+		want := []float32{0, 0, 0, 0, 0, 0}
+		if beta != 0 {
+			want = []float32{0.5, 1, 1.5, 1, 2, 3}
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("beta %g: C = %v, want %v", beta, got, want)
+			}
+		}
 	}
 }

@@ -51,7 +51,8 @@ int hone_gemm_bf16(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k
   }
   const cublasOperation_t opA = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opB = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int ldb_ours = int(trans_b ? k : n), lda_ours = int(trans_a ? m : k), ldc = int(n);
+  // cuBLAS refuses a leading dimension under 1, which k == 0 would give.
+  const int ldb_ours = int(trans_b ? (k > 0 ? k : 1) : n), lda_ours = int(trans_a ? m : (k > 0 ? k : 1)), ldc = int(n);
   return check_blas(c, "gemm bf16",
                     cublasGemmStridedBatchedEx(c->blas, opA, opB, int(n), int(m), int(k), &alpha, b, CUDA_R_16BF,
                                                ldb_ours, stride_b, a, CUDA_R_16BF, lda_ours, stride_a, &beta, out,

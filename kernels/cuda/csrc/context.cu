@@ -119,11 +119,10 @@ int hone_gemm(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k, flo
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX) return failed(c, "gemm", "dimension over 2^31");
   const cublasOperation_t opA = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS's A is our B
   const cublasOperation_t opB = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS's B is our A
-  const int ldb_ours = int(trans_b ? k : n), lda_ours = int(trans_a ? m : k), ldc = int(n);
-  if (k == 0) {
-    // cuBLAS with k == 0 scales C by beta; say so explicitly.
-    if (beta == 0) return hone_fill(c, out, batch * stride_c > 0 ? (batch - 1) * stride_c + m * n : m * n, 0);
-  }
+  // cuBLAS refuses a leading dimension under 1, which k == 0 would give.
+  const int ldb_ours = int(trans_b ? (k > 0 ? k : 1) : n), lda_ours = int(trans_a ? m : (k > 0 ? k : 1)), ldc = int(n);
+  // k == 0 needs no special case: cuBLAS then sets C = beta*C (C = 0 with
+  // beta == 0), as the shim does.
   if (batch == 1) {
     return check_blas(c, "gemm",
                       cublasSgemm(c->blas, opA, opB, int(n), int(m), int(k), &alpha, b, ldb_ours, a, lda_ours, &beta,
