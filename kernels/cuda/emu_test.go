@@ -205,3 +205,51 @@ func TestMatMulEmptyK(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyShapes: every operation accepts zero rows (an empty batch, a
+// step with nothing to train) without launching an empty grid, which the
+// device refuses.
+func TestEmptyShapes(t *testing.T) {
+	be, err := NewEmulated(VariantFast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	e := func(shape ...int) kernels.Tensor { return be.New(shape...) }
+	w8, w4 := be.Upload([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 8), e(2, 4)
+	be.Fill(e(0), 1)
+	be.Add(e(0), e(0), e(0))
+	be.Mul(e(0), e(0), e(0))
+	be.Scale(e(0), e(0), 2)
+	be.AXPY(e(0), e(0), 2)
+	be.AddRow(e(0, 8), w8)
+	dst := be.Upload([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 8)
+	be.SumRows(dst, e(0, 8))
+	if s := be.Sum(dst); s != 36 {
+		t.Fatalf("SumRows over no rows changed dst: sum %g", s)
+	}
+	if s := be.Sum(e(0)); s != 0 {
+		t.Fatalf("Sum of nothing = %g", s)
+	}
+	be.MatMul(e(0, 3), e(0, 4), e(4, 3), false, false, 1, 0)
+	be.RMSNorm(e(0, 8), e(0, 8), w8, 1e-6)
+	be.RMSNormBackward(e(0, 8), e(8), e(0, 8), e(0, 8), w8, 1e-6)
+	be.RoPE(e(0, 8), nil, []float32{1, 0.5}, false)
+	a := kernels.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Past: 3, Scale: 0.5}
+	be.Attention(e(0, 8), e(0, 8), e(3, 4), e(3, 4), a)
+	be.AttentionBackward(e(0, 8), e(3, 4), e(3, 4), e(0, 8), e(0, 8), e(3, 4), e(3, 4), a)
+	be.SiLU(e(0), e(0))
+	be.SwiGLU(e(0), e(0), e(0))
+	be.SwiGLUBackward(e(0), e(0), e(0), e(0), e(0))
+	be.Embedding(e(0, 4), w4, nil)
+	be.EmbeddingBackward(w4, e(0, 4), nil)
+	be.LogProbs(e(0), e(0, 5), nil)
+	be.CrossEntropy(e(0), e(0, 5), nil)
+	be.LogProbsBackward(e(0, 5), e(0, 5), nil, e(0))
+	be.TokenLogProbs(e(0), e(0), e(0, 4), w4, nil)
+	be.TokenLogProbsBackward(e(0, 4), w4, e(0, 4), w4, e(0), nil, e(0))
+	be.AdamWStep(e(0), e(0), e(0), e(0), kernels.AdamW{LR: 1, Beta1: 0.9, Beta2: 0.99, Step: 1})
+	if out := be.Sample(e(0, 5), nil, 2); len(out.Tokens) != 0 || len(out.TopIDs) != 0 {
+		t.Fatalf("Sample of no rows: %+v", out)
+	}
+}
