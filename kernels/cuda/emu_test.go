@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -251,5 +252,58 @@ func TestEmptyShapes(t *testing.T) {
 	be.AdamWStep(e(0), e(0), e(0), e(0), kernels.AdamW{LR: 1, Beta1: 0.9, Beta2: 0.99, Step: 1})
 	if out := be.Sample(e(0, 5), nil, 2); len(out.Tokens) != 0 || len(out.TopIDs) != 0 {
 		t.Fatalf("Sample of no rows: %+v", out)
+	}
+}
+
+// TestAttentionHeadDimBoundary: the tiled kernels keep a head in registers
+// up to kMaxDim (128) and fall back to the readable ones above; at 128
+// (tiled, full register arrays) and 136 (fallback) the fast variant equals
+// the readable one, forward and backward.
+func TestAttentionHeadDimBoundary(t *testing.T) {
+	readable, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readable.Close()
+	fast, err := NewEmulated(VariantFast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	randn := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	for _, hd := range []int{128, 136} {
+		a := kernels.Attn{Heads: 4, KVHeads: 2, HeadDim: hd, Past: 40, Scale: float32(1 / math.Sqrt(float64(hd)))}
+		const n = 5
+		qw, kw, keys := a.Heads*hd, a.KVHeads*hd, a.Past+n
+		q, k, v, dout := randn(n*qw), randn(keys*kw), randn(keys*kw), randn(n*qw)
+		run := func(be *Backend) (out, dq, dk, dv []float32) {
+			qt, kt, vt := be.Upload(q, n, qw), be.Upload(k, keys, kw), be.Upload(v, keys, kw)
+			ot, dqt, dkt, dvt := be.New(n, qw), be.New(n, qw), be.New(keys, kw), be.New(keys, kw)
+			be.Attention(ot, qt, kt, vt, a)
+			be.AttentionBackward(dqt, dkt, dvt, be.Upload(dout, n, qw), qt, kt, vt, a)
+			out, dq, dk, dv = make([]float32, n*qw), make([]float32, n*qw), make([]float32, keys*kw), make([]float32, keys*kw)
+			be.Download(out, ot)
+			be.Download(dq, dqt)
+			be.Download(dk, dkt)
+			be.Download(dv, dvt)
+			return
+		}
+		o1, q1, k1, v1 := run(readable)
+		o2, q2, k2, v2 := run(fast)
+		for _, c := range []struct {
+			name      string
+			got, want []float32
+		}{{"out", o2, o1}, {"dq", q2, q1}, {"dk", k2, k1}, {"dv", v2, v1}} {
+			if e := relErr(c.got, c.want); !(e <= 1e-5) {
+				t.Errorf("head dim %d %s: fast vs readable relative error %.2g", hd, c.name, e)
+			}
+		}
 	}
 }
