@@ -11,7 +11,8 @@ import (
 )
 
 // TestAddressSanitizer reruns the emulated conformance suite, the LoRA step,
-// the bf16 tests and the allocator's with the kernels built under
+// the bf16, allocator, empty-shape and head-dimension tests with the kernels
+// built under
 // AddressSanitizer (go test -asan): a
 // kernel reading or writing outside a buffer it was given (cudaMalloc in the
 // shim allocates exactly the bytes asked for) fails here, where on a GPU it
@@ -25,7 +26,7 @@ func TestAddressSanitizer(t *testing.T) {
 	if out, err := exec.Command("g++", "-print-file-name=libasan.so").Output(); err != nil || !filepath.IsAbs(strings.TrimSpace(string(out))) {
 		t.Skip("g++ has no libasan")
 	}
-	cmd := exec.Command("go", "test", "-asan", "-count=1", "-run", "^(TestConformanceEmulated|TestLoRAStepMatchesCPU|TestBF16Conversion|TestMatMulBF16|TestCachingAllocator)$", ".")
+	cmd := exec.Command("go", "test", "-asan", "-count=1", "-run", "^(TestConformanceEmulated|TestLoRAStepMatchesCPU|TestBF16Conversion|TestMatMulBF16|TestCachingAllocator|TestEmptyShapes|TestMatMulEmptyK|TestAttentionHeadDimBoundary)$", ".")
 	cmd.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=0", "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
