@@ -122,6 +122,10 @@ func shrunkConfigs(t *testing.T) []hfCase {
 			t.Fatalf("%s: %v", name, err)
 		}
 		peft := fmt.Sprintf(`{"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "o_proj", "up_proj"], "seed": %d}`, 10+i)
+		if name == "qwen2.5-0.5b" {
+			// An adapter stored in bfloat16, as one trained in bf16 is.
+			peft = `{"r": 8, "lora_alpha": 8, "target_modules": "all-linear", "seed": 20, "save_dtype": "bfloat16"}`
+		}
 		out = append(out, hfCase{name: name + "-config", cfg: cfg, peft: peft, raw: raw})
 	}
 	return out
@@ -137,7 +141,8 @@ func shrunkConfigs(t *testing.T) []hfCase {
 //   - the gradient of a masked mean token log-probability with respect to
 //     every LoRA tensor equals autograd through transformers + PEFT;
 //   - hone's LoadAdapter reads an adapter PEFT's save_pretrained wrote (all
-//     seven projections, a subset, rsLoRA) and gives PEFT's logits with it.
+//     seven projections, a subset, rsLoRA, bfloat16) and gives PEFT's logits
+//     with it.
 func TestTransformersParity(t *testing.T) {
 	py := peersPython(t)
 	for _, tc := range []hfCase{

@@ -14,7 +14,8 @@ AutoModelForCausalLM and writes, into --out (safetensors, float32):
   peft_logits.{i}   [T, V] with the adapter --peft-save made: PEFT's
                     get_peft_model(LoraConfig(**--peft-config)), lora_A as PEFT
                     initialises it, lora_B N(0, 0.3^2) (seeded), written by
-                    save_pretrained into --peft-save
+                    save_pretrained into --peft-save (in the dtype
+                    "save_dtype" names, if the config has it)
 
 Input (--input JSON): {"sequences": [[ids...], ...], "loss_mask": [[0/1 per
 target...], ...]} where loss_mask[i][t] weighs log p(seq[t+1] | seq[:t+1]).
@@ -56,6 +57,7 @@ def peft_save(args, seqs, out):
 
     spec = json.loads(args.peft_config)
     seed = spec.pop("seed", 0)
+    save_dtype = spec.pop("save_dtype", None)
     model = hf.load_model(args.model, hf.DTYPES[args.dtype])
     torch.manual_seed(seed)
     pm = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", lora_dropout=0.0, **spec))
@@ -64,7 +66,19 @@ def peft_save(args, seqs, out):
         for n, p in pm.named_parameters():
             if ".lora_B." in n:
                 p.copy_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    lora = [p for n, p in pm.named_parameters() if ".lora_" in n]
+    if save_dtype:
+        # The adapter is stored in save_dtype (as one trained in bf16 is);
+        # the logits below use the same, rounded, values in --dtype.
+        for p in lora:
+            p.data = p.data.to(getattr(torch, save_dtype))
     pm.save_pretrained(args.peft_save)
+    if save_dtype:
+        for p in lora:
+            p.data = p.data.to(hf.DTYPES[args.dtype])
+        saved = hf.load_file(os.path.join(args.peft_save, "adapter_model.safetensors"))
+        if {t.dtype for t in saved.values()} != {getattr(torch, save_dtype)}:
+            raise SystemExit(f"save_pretrained wrote {sorted({str(t.dtype) for t in saved.values()})}, not {save_dtype}")
     pm.eval()
     logits_of(pm, seqs, "peft_logits", out)
 
@@ -78,7 +92,7 @@ def main():
     ap.add_argument("--adapter", help="hone's adapter folder, loaded with PeftModel.from_pretrained")
     ap.add_argument("--peft-save", help="folder for an adapter PEFT makes and saves")
     ap.add_argument("--peft-config", default='{"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}',
-                    help="LoraConfig arguments as JSON (plus seed)")
+                    help="LoraConfig arguments as JSON (plus seed, save_dtype)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
