@@ -6,7 +6,7 @@
 # scripts/torch/trainer_bench.py under a python with torch.
 #
 # usage: bench/kernels/e2e.sh [PYTHON_WITH_TORCH] [ROUNDS]   (from the repository root)
-PY=${1:-${HONE_PEERS_DIR:-$HOME/.cache/hone/peers}/bin/python}
+PY=${1:-${HONE_PEERS_DIR:-$HOME/.cache/hone/peers}/venv/bin/python}
 ROUNDS=${2:-2}
 for r in $(seq "$ROUNDS"); do
   echo "=== round $r load $(cut -d' ' -f1-3 /proc/loadavg)"
