@@ -4,7 +4,7 @@
 // threads) running the same Qwen3 shapes and workloads, interleaved in one
 // run. Random weights; no files are read.
 //
-//	go run ./bench/e2e [-presets tiny,small,qwen3-0.6b-shape] [-rounds 2] [-seconds 2] [-threads 2] [-torch PYTHON]
+//	go run ./bench/e2e [-presets tiny,small,qwen3-0.6b-shape] [-rounds 2] [-seconds 2] [-threads 2] [-torch PYTHON] [-cpuprofile FILE]
 //
 // hone's side calls model.Forward (what the engine's scheduler runs each
 // step) and model.ForwardTrain/Backward with a LoRA on all seven
@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -46,7 +47,19 @@ func main() {
 	seconds := flag.Float64("seconds", 2, "time per measurement")
 	threads := flag.Int("threads", 2, "hone workers and torch threads")
 	torchPy := flag.String("torch", defaultTorch(), "python with torch; empty skips PyTorch")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of hone's side to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 
 	fmt.Printf("bench/e2e %s, %d threads, %d rounds of %.1fs, load average %s\n",
