@@ -145,8 +145,8 @@ func TestMutantsFail(t *testing.T) {
 	}
 }
 
-// copyPackage copies the package's Go files (tests: emu_test.go only),
-// emu.cc and csrc/ to dst.
+// copyPackage copies the package's Go files (tests but this one), emu.cc
+// and csrc/ to dst.
 func copyPackage(t *testing.T, from, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
@@ -161,8 +161,7 @@ func copyPackage(t *testing.T, from, dst string) {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
 		base := filepath.Base(p)
-		keep := strings.HasPrefix(rel, "csrc") || base == "emu.cc" || base == "emu_test.go" ||
-			(strings.HasSuffix(base, ".go") && !strings.HasSuffix(base, "_test.go"))
+		keep := strings.HasPrefix(rel, "csrc") || base == "emu.cc" || (strings.HasSuffix(base, ".go") && base != "mutant_test.go")
 		if !keep {
 			return nil
 		}
