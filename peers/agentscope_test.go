@@ -37,13 +37,14 @@ type agentScopeResult struct {
 func TestAgentScopePython(t *testing.T) {
 	v := needVLLM(t)
 	py := needPython(t)
+	tokDir := needTokenizer(t)
 	h := startHoneStack(t, v.URL, nil)
 	tap := newWireTap(t, h.data)
 	const session, task = "agentscope-py-1", "agentscope-py-task"
 	var res agentScopeResult
 	runPeerScript(t, py, "agentscope_agent.py", 5*time.Minute, &res,
 		"--base-url", tap.url+"/v1", "--control", h.control, "--model", v.Model,
-		"--session", session, "--task", task, "--stream")
+		"--session", session, "--task", task, "--stream", "--tokenizer", tokDir)
 	if len(res.ToolCalls) != 1 {
 		t.Fatalf("the agent's tool ran %d times, want once (the forced first step): %+v", len(res.ToolCalls), res)
 	}

@@ -246,6 +246,17 @@ func needPython(t *testing.T) string {
 	return py
 }
 
+// needTokenizer returns the folder of Qwen3's tokenizer (the one vLLM serves
+// here), failing without it.
+func needTokenizer(t *testing.T) string {
+	t.Helper()
+	dir, err := Qwen3TokenizerDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // runPeerScript runs scripts/peers/NAME with the peers' Python and returns
 // its stdout's last line parsed as JSON into out. A failing script fails the
 // test with its output.
@@ -308,12 +319,13 @@ type openaiClientResult struct {
 func TestOpenAIPythonClient(t *testing.T) {
 	v := needVLLM(t)
 	py := needPython(t)
+	tokDir := needTokenizer(t)
 	h := startHoneStack(t, v.URL, nil)
 	tap := newWireTap(t, h.data)
 	const session, task, reward = "py-openai-1", "py-openai-task", "0.75"
 	var res openaiClientResult
 	runPeerScript(t, py, "openai_client.py", 5*time.Minute, &res,
-		"--base-url", tap.url+"/v1", "--model", v.Model, "--session", session, "--task", task, "--reward", reward)
+		"--base-url", tap.url+"/v1", "--model", v.Model, "--session", session, "--task", task, "--reward", reward, "--tokenizer", tokDir)
 
 	kinds := []string{"chat", "stream", "tool_call", "tool_result"}
 	if len(res.Calls) != len(kinds) {

@@ -33,15 +33,12 @@ type exportSummary struct {
 func TestExportsReadByConsumers(t *testing.T) {
 	v := needVLLM(t)
 	py := needPython(t)
-	tokDir, err := Qwen3TokenizerDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokDir := needTokenizer(t)
 	h := startHoneStack(t, v.URL, nil)
 	const session = "export-1"
 	var client openaiClientResult
 	runPeerScript(t, py, "openai_client.py", 5*time.Minute, &client,
-		"--base-url", h.data+"/v1", "--model", v.Model, "--session", session, "--task", "export-task", "--reward", "0.5")
+		"--base-url", h.data+"/v1", "--model", v.Model, "--session", session, "--task", "export-task", "--reward", "0.5", "--tokenizer", tokDir)
 	h.experiences(t, func(all []capture.Experience) bool {
 		return len(stepCalls(ofSession(all, session))) == len(client.Calls)
 	})

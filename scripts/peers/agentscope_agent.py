@@ -31,6 +31,8 @@ from agentscope.permission import PermissionMode
 from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, ToolChoice, Toolkit
 
+from client_bias import whitespace_bias
+
 TOOL_CALLS = []
 
 
@@ -60,7 +62,7 @@ class FirstStepCallsTool(MiddlewareBase):
             yield item
 
 
-async def workflow_func(task, base_url, model, session, stream):
+async def workflow_func(task, base_url, model, session, stream, no_ws):
     """Runs the agent on the task; returns its reply (the tuner's
     WorkflowOutput.response)."""
     chat_model = OpenAIChatModel(
@@ -71,7 +73,9 @@ async def workflow_func(task, base_url, model, session, stream):
         max_retries=0,
         # Qwen3 without thinking: vLLM enforces the forced tool call only
         # after the reasoning ends, which a random model's never does.
-        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        # And no whitespace-only tokens, which a random model constrained to
+        # the call's JSON writes until max_tokens (client_bias.py).
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}, "logit_bias": no_ws},
         client_kwargs={
             "default_headers": {"X-Hone-Session": session, "X-Hone-Task": task["id"]},
             "timeout": 120,
@@ -117,10 +121,12 @@ async def main():
     ap.add_argument("--session", required=True)
     ap.add_argument("--task", required=True)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--tokenizer", required=True, help="the served model's tokenizer folder")
     args = ap.parse_args()
 
     task = {"id": args.task, "question": "What is 2 plus 3?", "answer": "5"}
-    reply = await workflow_func(task, args.base_url, args.model, args.session, args.stream)
+    reply = await workflow_func(task, args.base_url, args.model, args.session, args.stream,
+                                whitespace_bias(args.tokenizer))
     reward = judge_func(task, reply)
     fb = post(args.control + "/v1/feedback", {"session": args.session, "reward": reward})
     commit = post(args.control + "/v1/commit", {"session": args.session})

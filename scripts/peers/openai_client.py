@@ -17,6 +17,8 @@ import sys
 
 import openai
 
+from client_bias import whitespace_bias
+
 TOOLS = [{
     "type": "function",
     "function": {
@@ -77,7 +79,9 @@ def main():
     ap.add_argument("--session", required=True)
     ap.add_argument("--task", required=True)
     ap.add_argument("--reward", required=True)
+    ap.add_argument("--tokenizer", required=True, help="the served model's tokenizer folder")
     args = ap.parse_args()
+    no_ws = whitespace_bias(args.tokenizer)
 
     client = openai.OpenAI(
         base_url=args.base_url,
@@ -130,7 +134,7 @@ def main():
     # 3. forced tool call
     raw = client.chat.completions.with_raw_response.create(
         model=args.model, messages=messages, tools=TOOLS, max_tokens=64, temperature=0,
-        tool_choice={"type": "function", "function": {"name": "add"}}, extra_body=NO_THINK)
+        tool_choice={"type": "function", "function": {"name": "add"}}, logit_bias=no_ws, extra_body=NO_THINK)
     tc = raw.parse()
     check_clean("tool_call", tc)
     msg = tc.choices[0].message

@@ -3,6 +3,10 @@ package io.hone.peers;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.agentscope.core.ReActAgent;
 import io.agentscope.core.agent.Agent;
+import io.agentscope.core.agent.AgentBase;
+import io.agentscope.core.hook.Hook;
+import io.agentscope.core.hook.HookEvent;
+import io.agentscope.core.hook.PreReasoningEvent;
 import io.agentscope.core.memory.InMemoryMemory;
 import io.agentscope.core.message.Msg;
 import io.agentscope.core.message.MsgRole;
@@ -22,6 +26,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import reactor.core.publisher.Mono;
 
 /**
  * AgentScope-Java's TrainingRunner with hone as its Trinity endpoint.
@@ -60,6 +65,30 @@ public final class TrinityRun {
         String model = args[2];
         int runs = Integer.parseInt(args[3]);
 
+        // Every agent's reasoning step asks for at most 48 tokens and Qwen3's
+        // non-thinking prompt (a system hook, AgentScope's own extension
+        // point): the shadow runs' model (TrinityModelAdapter) sets no
+        // max_tokens, and a random model would write until the context is
+        // full; a random model never ends its thinking, and with vLLM's qwen3
+        // reasoning parser the agent then gets no content at all.
+        AgentBase.addSystemHook(
+                new Hook() {
+                    @Override
+                    public <T extends HookEvent> Mono<T> onEvent(T event) {
+                        if (event instanceof PreReasoningEvent) {
+                            ((PreReasoningEvent) event)
+                                    .setGenerateOptions(
+                                            GenerateOptions.builder()
+                                                    .maxTokens(48)
+                                                    .additionalBodyParam(
+                                                            "chat_template_kwargs",
+                                                            Map.of("enable_thinking", false))
+                                                    .build());
+                        }
+                        return Mono.just(event);
+                    }
+                });
+
         // The reward of a shadow run: 1/(1+run), so each run's differs and
         // the test can tell which session got which.
         Map<String, Double> rewards = new ConcurrentHashMap<>();
@@ -92,7 +121,6 @@ public final class TrinityRun {
                         .apiKey("dummy")
                         .modelName(model)
                         .stream(false)
-                        .generateOptions(GenerateOptions.builder().maxTokens(16).build())
                         // The default JdkHttpTransport asks for HTTP/2 (h2c
                         // upgrade) on plain http, and vLLM's uvicorn then
                         // answers 400 "body: Field required". OkHttp speaks
