@@ -3,7 +3,8 @@
 # if needed (scripts/cuda/ensure.sh), compiles the kernels with nvcc, links
 # the cuda-tagged backend against libcudart and libcublas, and runs the
 # kernels conformance suite on the device for every kernel variant
-# (kernels/cuda TestCudaTagLinks -> TestDevice). Without a GPU it reports
+# and the LoRA-step parity against the CPU backend (kernels/cuda
+# TestCudaTagLinks -> TestDevice, TestDeviceLoRAStep). Without a GPU it reports
 # that no device was found and exits 0.
 #
 # The CUDA 13 runtime needs an NVIDIA driver of the 580 series or newer.
