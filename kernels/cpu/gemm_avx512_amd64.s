@@ -460,3 +460,140 @@ fmaz:
 	JNZ  fmaz
 	VZEROUPPER
 	RET
+
+// Fold a ZMM accumulator's upper 256 bits onto its lower half (AVX512F only:
+// VSHUFF64X2 moves lanes 8..15 down, a 512-bit add; the sums are then in y).
+#define FOLDZ(z, tmp) \
+	VSHUFF64X2 $0xEE, z, z, tmp \
+	VADDPS tmp, z, z
+
+// Horizontal sums of four 8-lane accumulators into xs0 = [sum s0, sum s1,
+// sum s2, sum s3] (xs1 is clobbered).
+#define HSUM4(s0, s1, s2, s3, xs0, xs1) \
+	VHADDPS s1, s0, s0 \
+	VHADDPS s3, s2, s2 \
+	VHADDPS s2, s0, s0 \
+	VEXTRACTF128 $1, s0, xs1 \
+	VADDPS xs1, xs0, xs0
+
+// C row (4 values at DX) += alpha (xa) * xs; xt is clobbered.
+#define STORE4(xs, xt, xa) \
+	VMOVUPS (DX), xt \
+	VFMADD231PS xs, xa, xt \
+	VMOVUPS xt, (DX) \
+	ADDQ R11, DX
+
+// Four A rows (Z16..Z19) times one B row (Z20) into column j's accumulators.
+#define FMA4Z(c0, c1, c2, c3) \
+	VFMADD231PS Z20, Z16, c0 \
+	VFMADD231PS Z20, Z17, c1 \
+	VFMADD231PS Z20, Z18, c2 \
+	VFMADD231PS Z20, Z19, c3
+
+// func dot4x4AVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32)
+// C[i, j] += alpha * dot(a[i*lda:][:k], b[j*ldb:][:k]) for i < 4, j < 4:
+// 16 ZMM accumulators (row i, column j in Z(4j+i)), 8 loads per 16 FMAs; the
+// last k%16 values under an opmask. Reads exactly k values per row.
+TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-60
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R12
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R11
+	SHLQ $2, R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ CX, BX
+	SHRQ $4, CX
+	ANDQ $15, BX
+	TESTQ CX, CX
+	JZ   tailz44
+
+loopz44:
+	VMOVUPS (SI), Z16
+	VMOVUPS (SI)(R8*1), Z17
+	VMOVUPS (SI)(R8*2), Z18
+	VMOVUPS (SI)(R12*1), Z19
+	VMOVUPS (DI), Z20
+	FMA4Z(Z0, Z1, Z2, Z3)
+	VMOVUPS (DI)(R9*1), Z20
+	FMA4Z(Z4, Z5, Z6, Z7)
+	VMOVUPS (DI)(R9*2), Z20
+	FMA4Z(Z8, Z9, Z10, Z11)
+	VMOVUPS (DI)(R10*1), Z20
+	FMA4Z(Z12, Z13, Z14, Z15)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loopz44
+
+tailz44:
+	TESTQ BX, BX
+	JZ    reducez44
+	MOVQ BX, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z (SI)(R8*1), K1, Z17
+	VMOVUPS.Z (SI)(R8*2), K1, Z18
+	VMOVUPS.Z (SI)(R12*1), K1, Z19
+	VMOVUPS.Z (DI), K1, Z20
+	FMA4Z(Z0, Z1, Z2, Z3)
+	VMOVUPS.Z (DI)(R9*1), K1, Z20
+	FMA4Z(Z4, Z5, Z6, Z7)
+	VMOVUPS.Z (DI)(R9*2), K1, Z20
+	FMA4Z(Z8, Z9, Z10, Z11)
+	VMOVUPS.Z (DI)(R10*1), K1, Z20
+	FMA4Z(Z12, Z13, Z14, Z15)
+
+reducez44:
+	FOLDZ(Z0, Z16)
+	FOLDZ(Z1, Z17)
+	FOLDZ(Z2, Z18)
+	FOLDZ(Z3, Z19)
+	FOLDZ(Z4, Z20)
+	FOLDZ(Z5, Z21)
+	FOLDZ(Z6, Z22)
+	FOLDZ(Z7, Z23)
+	FOLDZ(Z8, Z24)
+	FOLDZ(Z9, Z25)
+	FOLDZ(Z10, Z26)
+	FOLDZ(Z11, Z27)
+	FOLDZ(Z12, Z28)
+	FOLDZ(Z13, Z29)
+	FOLDZ(Z14, Z30)
+	FOLDZ(Z15, Z31)
+	// Row i's four columns are Y(i), Y(4+i), Y(8+i), Y(12+i).
+	HSUM4(Y0, Y4, Y8, Y12, X0, X4)
+	HSUM4(Y1, Y5, Y9, Y13, X1, X5)
+	HSUM4(Y2, Y6, Y10, Y14, X2, X6)
+	HSUM4(Y3, Y7, Y11, Y15, X3, X7)
+	VBROADCASTSS alpha+56(FP), X15
+	STORE4(X0, X4, X15)
+	STORE4(X1, X4, X15)
+	STORE4(X2, X4, X15)
+	STORE4(X3, X4, X15)
+	VZEROUPPER
+	RET

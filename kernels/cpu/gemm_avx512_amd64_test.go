@@ -105,7 +105,7 @@ func TestAVX512Strided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sh := range [][3]int{{1, 9, 3}, {5, 17, 40}, {13, 33, 35}, {40, 300, 70}, {100, 64, 97}, {200, 270, 130}} {
+	for _, sh := range [][3]int{{1, 9, 3}, {5, 17, 40}, {13, 33, 35}, {6, 40, 4}, {14, 520, 9}, {64, 515, 13}, {40, 300, 70}, {100, 64, 97}, {200, 270, 130}} {
 		m, k, n := sh[0], sh[1], sh[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			// A(i,p) and B(p,j) with padded leading dimensions.
@@ -204,13 +204,21 @@ func BenchmarkAVX512MicroKernel(b *testing.B) {
 			b.ReportMetric(float64(b.N)*2*mr512*nr512*float64(k)/(cpuSeconds()-c0)/1e9, "GFLOP/cpu-s")
 		})
 	}
-	x, y, z := make([]float32, 3*512), make([]float32, 4*512), make([]float32, 12)
+	x, y, z := make([]float32, 3*512), make([]float32, 4*512), make([]float32, 16)
 	b.Run("dot3x4_k512", func(b *testing.B) {
 		c0 := cpuSeconds()
 		for b.Loop() {
 			dot3x4AVX512(512, &x[0], 512, &y[0], 512, &z[0], 4, 1)
 		}
 		b.ReportMetric(float64(b.N)*2*12*512/(cpuSeconds()-c0)/1e9, "GFLOP/cpu-s")
+	})
+	b.Run("dot4x4_k512", func(b *testing.B) {
+		w := make([]float32, 4*512)
+		c0 := cpuSeconds()
+		for b.Loop() {
+			dot4x4AVX512(512, &w[0], 512, &y[0], 512, &z[0], 4, 1)
+		}
+		b.ReportMetric(float64(b.N)*2*16*512/(cpuSeconds()-c0)/1e9, "GFLOP/cpu-s")
 	})
 	b.Run("dot1x4_k512", func(b *testing.B) {
 		c0 := cpuSeconds()

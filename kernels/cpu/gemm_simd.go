@@ -257,6 +257,10 @@ func (s *simdKernels) dotNT(m, n, k int, a []float32, lda int, b []float32, ldb 
 	_ = a[(m-1)*lda+k-1]
 	_ = b[(n-1)*ldb+k-1]
 	_ = c[(m-1)*ldc+n-1]
+	if s.dotFn != nil && n >= 4 {
+		s.dotFn(s, m, n, k, a, lda, b, ldb, c, ldc, alpha)
+		return
+	}
 	if n < 4 {
 		pad := make([]float32, 4*k)
 		for q := 0; q < n; q++ {

@@ -50,6 +50,8 @@ type simdKernels struct {
 	// driver (packed) with the variant's own. Zero and nil: 6x16, packed.
 	tileM, tileN int
 	packFn       func(m, n, k int, a, b operand, c []float32, ldc int, alpha float32)
+	// dotFn, when set, replaces dotNT's row grouping for n >= 4.
+	dotFn func(s *simdKernels, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha float32)
 
 	// Elementwise kernels over n values, n a multiple of 8 (callers finish
 	// the tails); see elementwise_simd.go.
