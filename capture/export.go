@@ -36,7 +36,7 @@ type Row struct {
 	PolicyVersion int64     `json:"policy_version" parquet:"policy_version"` // of the (last) call
 	Prompt        []Message `json:"prompt" parquet:"prompt,list"`            // messages before the first completion
 	Response      []Message `json:"response" parquet:"response,list"`        // messages from the first completion on
-	Tools         string    `json:"tools" parquet:"tools"`                   // JSON tools of the last call
+	Tools         string    `json:"tools" parquet:"tools"`                   // JSON tools of the last call, keys in the engine's order
 	PromptIDs     []int32   `json:"prompt_ids" parquet:"prompt_ids,list"`
 	Responses     []int32   `json:"responses" parquet:"responses,list"` // token ids after the prompt
 	InputIDs      []int32   `json:"input_ids" parquet:"input_ids,list"` // prompt_ids + responses
@@ -177,7 +177,7 @@ func trajectoryRow(rec *Session, tr *trie, leaf *node, i int, rule string) *Row 
 	split := steps[0].Start
 	fillTokens(r, tokens, mask, lps, vers, split)
 	r.Prompt, r.Response = splitMessages(callMessages(leaf.call, leaf.choice), firstCallMessages(leaf))
-	r.Tools = string(requestTools(leaf.call))
+	r.Tools = engineTools(requestTools(leaf.call))
 	return r
 }
 
@@ -195,7 +195,7 @@ func stepRow(rec *Session, tr *trie, n *node, i int, rule string) *Row {
 		r.Rewards, r.HasReward = *cr, true
 	}
 	r.Prompt, r.Response = splitMessages(callMessages(n.call, n.choice), gjsonLen(n.call.Request))
-	r.Tools = string(requestTools(n.call))
+	r.Tools = engineTools(requestTools(n.call))
 	return r
 }
 

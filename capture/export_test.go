@@ -194,3 +194,21 @@ func TestExportParquetNulls(t *testing.T) {
 		t.Fatalf("read back %+v", got)
 	}
 }
+
+func TestExportEngineTools(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"vLLM's order", `[{"function":{"strict":true,"parameters":{"type":"object"},"name":"add","x":1},"type":"function","extra":2}]`,
+			`[{"type":"function","function":{"name":"add","parameters":{"type":"object"},"strict":true,"x":1},"extra":2}]`},
+		{"description kept in place", `[{"type":"function","function":{"description":"d","name":"f"}}]`,
+			`[{"type":"function","function":{"name":"f","description":"d"}}]`},
+		{"no type", `[{"function":{"name":"f"}}]`, `[{"type":"function","function":{"name":"f"}}]`},
+		{"not tools", `{"a":1}`, `{"a":1}`},
+		{"none", ``, ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := engineTools([]byte(tc.in)); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -97,4 +98,84 @@ func textContent(c gjson.Result) string {
 		return true
 	})
 	return strings.Join(texts, "\n")
+}
+
+// engineTools writes a request's tools with their keys in the order vLLM
+// renders them (its pydantic model_dump(): "type" then "function", whose
+// "name", "description" and "parameters" come first; other keys follow in
+// the agent's order), so a consumer's chat template over the exported tools
+// gives the prompt the engine rendered (key order shows in the prompt: an
+// agent that sends "strict" before "parameters" otherwise re-renders to other
+// tokens). Values are unchanged; anything but an array of objects is kept
+// as sent.
+func engineTools(raw []byte) string {
+	arr := gjson.ParseBytes(raw)
+	if !arr.IsArray() {
+		return string(raw)
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	n := 0
+	arr.ForEach(func(_, t gjson.Result) bool {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		if !t.IsObject() || !t.Get("function").IsObject() {
+			b.WriteString(t.Raw)
+			return true
+		}
+		typ := t.Get("type").Raw
+		if typ == "" {
+			typ = `"function"`
+		}
+		fn := orderedObject(t.Get("function"), "name", "description", "parameters")
+		writeObject(&b, append([][2]string{{"type", typ}, {"function", fn}}, otherKeys(t, "type", "function")...))
+		return true
+	})
+	b.WriteByte(']')
+	return b.String()
+}
+
+// orderedObject writes an object with the given keys first (those present),
+// then the others in their order.
+func orderedObject(o gjson.Result, first ...string) string {
+	var kv [][2]string
+	for _, k := range first {
+		if v := o.Get(gjson.Escape(k)); v.Exists() {
+			kv = append(kv, [2]string{k, v.Raw})
+		}
+	}
+	var b strings.Builder
+	writeObject(&b, append(kv, otherKeys(o, first...)...))
+	return b.String()
+}
+
+// otherKeys are an object's members but the named ones, in order.
+func otherKeys(o gjson.Result, skip ...string) [][2]string {
+	var kv [][2]string
+	o.ForEach(func(k, v gjson.Result) bool {
+		for _, s := range skip {
+			if k.String() == s {
+				return true
+			}
+		}
+		kv = append(kv, [2]string{k.String(), v.Raw})
+		return true
+	})
+	return kv
+}
+
+func writeObject(b *strings.Builder, kv [][2]string) {
+	b.WriteByte('{')
+	for i, p := range kv {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(p[0])
+		b.Write(key)
+		b.WriteByte(':')
+		b.WriteString(p[1])
+	}
+	b.WriteByte('}')
 }

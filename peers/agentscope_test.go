@@ -52,9 +52,11 @@ func TestAgentScopePython(t *testing.T) {
 		t.Fatalf("feedback %d, commit %d", res.Feedback, res.Commit)
 	}
 	wire := tap.String()
-	for _, hdr := range []string{"X-Hone-Session: " + session, "X-Hone-Task: " + task} {
-		if !strings.Contains(wire, "\r\n"+hdr+"\r\n") {
-			t.Errorf("%q not on the wire as given", hdr)
+	for _, hdr := range [][2]string{{"X-Hone-Session", session}, {"X-Hone-Task", task}} {
+		if sp := onWire(wire, hdr[0], hdr[1]); len(sp) < 2 {
+			t.Errorf("%s: %s on the wire %d times, want every call's (at least 2)", hdr[0], hdr[1], len(sp))
+		} else {
+			t.Logf("on the wire as %q", sp[0])
 		}
 	}
 	sv := h.session(t, session)

@@ -232,6 +232,19 @@ func (w *wireTap) String() string {
 	return w.buf.String()
 }
 
+// onWire returns the spelling of each header line "name: value" in raw
+// HTTP/1.1 requests, matching the name case-insensitively.
+func onWire(wire, name, value string) []string {
+	var out []string
+	for _, line := range strings.Split(wire, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(k, name) && strings.TrimSpace(v) == value {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // needPython returns the peers' interpreter, skipping (failing under
 // HONE_REQUIRE_PEERS=1) without it.
 func needPython(t *testing.T) string {
@@ -349,12 +362,16 @@ func TestOpenAIPythonClient(t *testing.T) {
 		t.Errorf("forced tool call: name %q, finish %q, arguments %s", tc.ToolName, tc.Finish, tc.ToolArgs)
 	}
 
-	// httpx sends header names as the client was given them.
+	// Every call carries the four headers; their spelling on the wire is
+	// the client's (hone reads them case-insensitively).
 	wire := tap.String()
-	for _, hdr := range []string{"X-Hone-Session: " + session, "X-Hone-Task: " + task, "X-Hone-Reward: " + reward, "X-Hone-Commit: 1"} {
-		if n := strings.Count(wire, "\r\n"+hdr+"\r\n"); n != len(kinds) {
-			t.Errorf("%q on the wire %d times, want %d", hdr, n, len(kinds))
+	for _, hdr := range [][2]string{{"X-Hone-Session", session}, {"X-Hone-Task", task}, {"X-Hone-Reward", reward}, {"X-Hone-Commit", "1"}} {
+		spellings := onWire(wire, hdr[0], hdr[1])
+		if len(spellings) != len(kinds) {
+			t.Errorf("%s: %s on the wire %d times, want %d", hdr[0], hdr[1], len(spellings), len(kinds))
+			continue
 		}
+		t.Logf("on the wire as %q", spellings[0])
 	}
 
 	exps := h.experiences(t, func(all []capture.Experience) bool {

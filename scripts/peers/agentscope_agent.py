@@ -62,10 +62,25 @@ class FirstStepCallsTool(MiddlewareBase):
             yield item
 
 
+class StrictToolsModel(OpenAIChatModel):
+    """AgentScope's OpenAIChatModel with its tools marked "strict" (OpenAI's
+    flag for schema-exact arguments). AgentScope 2.0.4 never sends it, and
+    without it vLLM 0.32 answered the forced call of this random model with
+    arguments '"{"' (a JSON string, not the parameters' object): the agent
+    then ran no tool."""
+
+    def _format_tools(self, tools, tool_choice):
+        tools, choice = super()._format_tools(tools, tool_choice)
+        for t in tools or []:
+            t["function"]["strict"] = True
+            t["function"].get("parameters", {}).setdefault("additionalProperties", False)
+        return tools, choice
+
+
 async def workflow_func(task, base_url, model, session, stream, no_ws):
     """Runs the agent on the task; returns its reply (the tuner's
     WorkflowOutput.response)."""
-    chat_model = OpenAIChatModel(
+    chat_model = StrictToolsModel(
         credential=OpenAICredential(api_key="sk-hone-test", base_url=base_url),
         model=model,
         parameters=OpenAIChatModel.Parameters(max_tokens=64, temperature=0),

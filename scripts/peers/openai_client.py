@@ -24,6 +24,10 @@ TOOLS = [{
     "function": {
         "name": "add",
         "description": "Add two integers.",
+        # strict: without it vLLM 0.32 answered this random model's forced
+        # call with arguments '"{"' (a JSON string, not the parameters'
+        # object), as if only "some JSON" was enforced.
+        "strict": True,
         "parameters": {
             "type": "object",
             # Digits: a random model fills an unbounded integer with digits
@@ -31,6 +35,7 @@ TOOLS = [{
             "properties": {"a": {"type": "integer", "enum": list(range(10))},
                            "b": {"type": "integer", "enum": list(range(10))}},
             "required": ["a", "b"],
+            "additionalProperties": False,
         },
     },
 }]
