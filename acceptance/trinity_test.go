@@ -76,10 +76,9 @@ func post(t *testing.T, url, apiKey, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// shadowRun replays one AgentScope shadow-agent run: a ReAct loop of two
-// chat calls (the second extends the first with its reply and a tool
-// result), no hone headers, api key "dummy". It returns the response ids
-// (AgentScope's msg_ids).
+// shadowRun replays one shadow-agent run: a ReAct loop of two chat calls
+// (the second extends the first with its reply and a user turn), no hone
+// headers, api key "dummy". It returns the response ids (msg_ids).
 func shadowRun(t *testing.T, base string) []string {
 	msgs := []map[string]any{
 		{"role": "system", "content": "You are a helpful assistant."},
@@ -110,14 +109,15 @@ func shadowRun(t *testing.T, base string) []string {
 	return ids
 }
 
-// TestAgentScopeTrainingRunner replays what AgentScope-Java's TrainingRunner
-// sends to a Trinity endpoint (TrinityClient, FeedbackRequest and
-// CommitRequest of agentscope-extensions-training): shadow runs of one
-// task, POST /feedback {"msg_ids":[...],"reward":..,"task_id":"..","run_id":".."}
-// with string ids, then POST /commit with every field null. Each run must
-// become one ready experience with the task, reward, tokens, mask and
-// logprobs.
-func TestAgentScopeTrainingRunner(t *testing.T) {
+// TestTrinityTwoCallRuns keeps what peers/TestAgentScopeJavaTrainingRunner
+// (the real AgentScope-Java TrainingRunner from Maven Central) does not
+// exercise here: there a random model never calls a tool, so each shadow run
+// is one chat call. Here each run replays a ReAct loop of two header-less
+// calls (the second extends the first with its reply), then TrinityClient's
+// POST /feedback {"msg_ids":[...],"reward":..,"task_id":"..","run_id":".."}
+// with both ids, and POST /commit with every field null: each run must be one
+// inferred session holding both calls, ready with its task and reward.
+func TestTrinityTwoCallRuns(t *testing.T) {
 	base, control := startHoneWithStore(t, embeddedEngine(t))
 	const task = "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"
 	rewards := []float64{1, 0.25}
