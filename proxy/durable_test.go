@@ -44,3 +44,28 @@ func TestHeaderRewardDurableWhenAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedbackRightAfterStream: a streamed call without hone's reward
+// headers is handed to the recorder before data: [DONE] reaches the agent,
+// so feedback posted right after the stream finds the session, even with a
+// slow capture batch (recorded after the last byte, it got "not found").
+func TestFeedbackRightAfterStream(t *testing.T) {
+	co := capture.DefaultOptions()
+	co.Queue.BatchDelay = 300 * time.Millisecond
+	store, err := capture.Open(t.TempDir(), co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat_stream", "upstream.sse"), 0)
+	h := startHoneWith(t, store, nil, stub)
+	r := post(t, h.url, "/v1/chat/completions", chatReq(true), map[string]string{"x-hone-session": "fb-after-stream"})
+	if r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	reward := 1.0
+	if _, err := store.Feedback(context.Background(), capture.FeedbackReq{Session: "fb-after-stream", Reward: &reward}); err != nil {
+		t.Fatalf("feedback right after the stream: %v", err)
+	}
+}

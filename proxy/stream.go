@@ -245,19 +245,25 @@ func (b *streamBody) CloseWithError(err error) error {
 	return nil
 }
 
-// settleBeforeDone hands a complete call that carried X-Hone-Reward or
-// X-Hone-Commit to the recorder before data: [DONE] reaches the agent, and
-// holds [DONE] until they are stored: agents treat [DONE] as the
-// acknowledgement, and may send their next call, or exit, right after it.
+// settleBeforeDone hands a complete captured call to the recorder before
+// data: [DONE] reaches the agent, and, when it carried X-Hone-Reward or
+// X-Hone-Commit, holds [DONE] until they are stored: agents treat [DONE] as
+// the acknowledgement, and may send their next call, their feedback, or
+// exit, right after it. The recorder's queue is ordered, so feedback,
+// commits and the session's next call that follow [DONE] find this call
+// (recorded after the last byte, a quick /v1/feedback got "session not
+// found" and a quick next call was stitched before it).
 func (b *streamBody) settleBeforeDone() {
 	c := b.c
-	if !c.verdict.Capture || (c.hh.Reward == nil && !c.hh.Commit) {
+	if !c.verdict.Capture {
 		return
 	}
 	c.upstreamDone = time.Now()
 	b.settled = true
 	c.done()
-	c.awaitDurable()
+	if c.hh.Reward != nil || c.hh.Commit {
+		c.awaitDurable()
+	}
 }
 
 var (
