@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hone-rl/hone/engine/internal/grammar"
+	"github.com/hone-rl/hone/model/chat"
 )
 
 // randomID is prefix + a random UUID in hex, like vLLM's random_uuid().
@@ -122,6 +125,11 @@ func (e *Engine) startCompletion(r *http.Request, req completionRequest) (*compl
 	prompts, apiErr := e.parsePrompts(req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	if apiErr != nil {
 		return nil, apiErr
+	}
+	if so, apiErr := e.structuredGuide(req.StructuredOutputs, prompts[0]); apiErr != nil {
+		return nil, apiErr
+	} else if so != nil {
+		g.Guide = so
 	}
 	adapter, apiErr := e.resolveModel(req.Model)
 	if apiErr != nil {
@@ -263,4 +271,63 @@ func decodeBody(r *http.Request, v any) *apiError {
 		return badRequest("", "%s", fmt.Sprintf("JSON decode error: %v", err))
 	}
 	return nil
+}
+
+// structuredGuide compiles a completions request's structured_outputs (nil:
+// none), vLLM's field: {"json": schema} (a schema object or its JSON in a
+// string) or {"json_object": true}; the other kinds (regex, choice,
+// grammar, structural_tag) are refused. It replaces response_format, as
+// vLLM's structured_outputs does. When the engine parses qwen3 reasoning
+// and the prompt leaves <think> open, the reasoning runs free up to
+// </think> first, as for chat.
+func (e *Engine) structuredGuide(raw json.RawMessage, prompt []int32) (*guide, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var so map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &so); err != nil || so == nil {
+		return nil, badRequest("structured_outputs", "structured_outputs must be an object.")
+	}
+	var key string
+	var build func(b *grammar.Builder) (grammar.Frag, error)
+	set := 0
+	for k, v := range so {
+		v = bytes.TrimSpace(v)
+		if string(v) == "null" || (k == "json_object" && string(v) == "false") {
+			continue
+		}
+		switch k {
+		case "json":
+			schema := v
+			var s string
+			if json.Unmarshal(v, &s) == nil {
+				schema = bytes.TrimSpace([]byte(s))
+			}
+			key = "so_json\x00" + string(schema)
+			build = func(b *grammar.Builder) (grammar.Frag, error) { return b.Schema(schema) }
+		case "json_object":
+			key = "json_object"
+			build = func(b *grammar.Builder) (grammar.Frag, error) { return b.AnyObject(), nil }
+		case "regex", "choice", "grammar", "structural_tag":
+			return nil, badRequest("structured_outputs", "structured_outputs %s is not supported by this engine (json and json_object are).", k)
+		case "disable_any_whitespace", "disable_additional_properties", "whitespace_pattern":
+			continue
+		default:
+			return nil, badRequest("structured_outputs", "structured_outputs has an unknown field %q.", k)
+		}
+		set++
+	}
+	switch {
+	case set == 0:
+		return nil, nil
+	case set > 1:
+		return nil, badRequest("structured_outputs", "You can only use one kind of structured outputs constraint but multiple are specified.")
+	}
+	thinkOpen := e.opts.ReasoningParser == "qwen3" && chat.PromptOpensThink(e.tok.Decode(prompt))
+	g, err := e.compileGuide(thinkKey(key, thinkOpen), grammar.Options{}, withThink(build, thinkOpen))
+	if err != nil {
+		return nil, badRequest("structured_outputs", "structured_outputs: %v", err)
+	}
+	return g, nil
 }

@@ -77,6 +77,9 @@ type completionRequest struct {
 	Logprobs         *int            `json:"logprobs"`
 	Echo             bool            `json:"echo"`
 	AddSpecialTokens *bool           `json:"add_special_tokens"`
+	// StructuredOutputs is vLLM's structured_outputs: json (a schema) and
+	// json_object are enforced (completions.go), the other kinds refused.
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 type usageInfo struct {

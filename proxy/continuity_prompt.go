@@ -30,6 +30,7 @@ type plan struct {
 	topN      int        // top_logprobs the client asked for
 	asIDs     bool       // the client asked return_tokens_as_token_ids
 	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
+	force     *forced    // a forced tool call (continuity_forced.go); nil: none
 }
 
 // errNotCovered marks requests tokens mode leaves to the engine's chat
@@ -46,7 +47,7 @@ var chatOnly = map[string]bool{
 	"return_token_ids": true, "return_tokens_as_token_ids": true, "add_special_tokens": true, "modalities": true,
 	"audio": true, "prediction": true, "store": true, "metadata": true, "service_tier": true,
 	"web_search_options": true, "mm_processor_kwargs": true, "media_io_kwargs": true, "include_reasoning": true,
-	"functions": true, "function_call": true, "echo": true, "prompt": true,
+	"functions": true, "function_call": true, "echo": true, "prompt": true, "structured_outputs": true,
 }
 
 // planCall renders a captured chat call's prompt in tokens mode. body is
@@ -58,6 +59,7 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	if err := covered(doc); err != nil {
 		return nil, err
 	}
+	force, _ := forcedCall(doc) // covered checked it
 	in, err := template.RequestInput(body)
 	if err != nil {
 		return nil, err
@@ -69,9 +71,9 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	hashes := prefixHashes(seedHash(in), msgs)
 	p := &plan{k: k, session: c.verdict.Session, prefix: hashes[len(hashes)-1], up: up,
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
-		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False}
+		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
-	p.tools = k.parse.Tools && len(in.Tools) > 0 && string(in.Tools) != "[]" && tc != `"none"`
+	p.tools = k.parse.Tools && len(in.Tools) > 0 && string(in.Tools) != "[]" && tc != `"none"` && force == nil
 	hit, turn := -1, (*servedTurn)(nil)
 	for j := len(msgs) - 2; j >= 0 && p.session != ""; j-- {
 		if msgs[j].Role != "assistant" {
@@ -97,13 +99,17 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	return p, nil
 }
 
-// covered reports whether tokens mode can serve a chat request: what vLLM
-// enforces on chat only (forced tool calls, response formats), prefills and
-// custom templates go to the chat endpoint as sent.
+// covered reports whether tokens mode can serve a chat request: forced
+// tool calls are (continuity_forced.go, non-streamed); what else vLLM
+// enforces on chat only (response formats, strict or single tool calls
+// under auto), prefills and custom templates go to the chat endpoint as
+// sent.
 func covered(doc gjson.Result) error {
 	why := ""
-	switch tc := doc.Get("tool_choice"); {
-	case tc.Exists() && tc.Type != gjson.Null && tc.String() != "auto" && tc.String() != "none":
+	tc := doc.Get("tool_choice")
+	force := tc.Type == gjson.String && tc.Str == "required" || tc.IsObject()
+	switch {
+	case tc.Exists() && tc.Type != gjson.Null && tc.String() != "auto" && tc.String() != "none" && !force:
 		why = "tool_choice " + tc.Raw
 	}
 	if rf := doc.Get("response_format.type"); rf.Exists() && rf.String() != "text" {
@@ -121,8 +127,9 @@ func covered(doc gjson.Result) error {
 		why = "include_reasoning false"
 	}
 	// vLLM (0.32) constrains tool calls with a structural tag for a single
-	// call or strict tools, even with tool_choice auto
-	if tools := doc.Get("tools"); tools.IsArray() && len(tools.Array()) > 0 {
+	// call or strict tools, even with tool_choice auto (a forced call is
+	// constrained by its JSON schema, continuity_forced.go)
+	if tools := doc.Get("tools"); tools.IsArray() && len(tools.Array()) > 0 && !force {
 		if doc.Get("parallel_tool_calls").Type == gjson.False {
 			why = "parallel_tool_calls false"
 		}
@@ -138,6 +145,9 @@ func covered(doc gjson.Result) error {
 		if v := doc.Get(k); v.Exists() && v.Type != gjson.Null {
 			why = k
 		}
+	}
+	if _, err := forcedCall(doc); err != nil {
+		why = err.Error()
 	}
 	if why != "" {
 		return errors.New(why + ": " + errNotCovered.Error())
@@ -319,6 +329,11 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 	out = append(out, `,"logprobs":`...)
 	out = strconv.AppendInt(out, int64(p.topN), 10)
 	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true`...)
+	if p.force != nil {
+		out = append(out, `,"structured_outputs":{"json":`...)
+		out = append(out, p.force.schema...)
+		out = append(out, '}')
+	}
 	if keepSpecial {
 		out = append(out, `,"skip_special_tokens":false`...)
 	}

@@ -146,6 +146,11 @@ func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
 		}
 		ch := contChoice{Index: int(c.Get("index").Int()), Message: msg, StopReason: rawOrNull(c.Get("stop_reason")),
 			TokenIDs: ids, FinishReason: finishReason(c.Get("finish_reason"), len(out.ToolCalls) > 0)}
+		if p.force != nil {
+			empty := ""
+			ch.Message.Content, ch.Message.ToolCalls = &empty, p.force.calls(out.Content, p.forcedID)
+			ch.FinishReason = p.force.finish(c.Get("finish_reason"))
+		}
 		if lps != nil {
 			ch.Logprobs = &contLogprobs{Content: lps}
 		}

@@ -31,6 +31,7 @@ type scriptedVLLM struct {
 	mu      sync.Mutex
 	outputs []string // model outputs, in call order (each ends with <|im_end|>)
 	paths   []string
+	cmpl    []string // the /v1/completions request bodies
 	skew    bool // /tokenize drops the first id: a probe mismatch
 }
 
@@ -94,6 +95,9 @@ func (v *scriptedVLLM) handle(ctx *fasthttp.RequestCtx) {
 		if err := json.Unmarshal([]byte(gjson.GetBytes(body, "prompt").Raw), &prompt); err != nil {
 			v.t.Errorf("completions prompt is not token ids: %s", gjson.GetBytes(body, "prompt").Raw)
 		}
+		v.mu.Lock()
+		v.cmpl = append(v.cmpl, string(body))
+		v.mu.Unlock()
 		v.completions(ctx, body, prompt, v.next("/v1/completions"))
 	case "/v1/chat/completions":
 		v.chat(ctx, body, v.render(body), v.next("/v1/chat/completions"))

@@ -483,8 +483,10 @@ func TestContinuityMessagesAPI(t *testing.T) {
 }
 
 // TestContinuityForcedFirstCall: a call tokens mode leaves to the chat
-// endpoint (a forced tool call) is remembered from its record, so the next
-// call, sent back re-serialised, puts its sampled turn back.
+// endpoint (a single tool call under auto, parallel_tool_calls false,
+// which vLLM constrains with a structural tag) is remembered from its
+// record, so the next call, sent back re-serialised, puts its sampled turn
+// back.
 func TestContinuityForcedFirstCall(t *testing.T) {
 	v := newScriptedVLLM(t, calcOutputs...)
 	h, store := startContinuity(t, ContinuityTokens, v)
@@ -498,7 +500,7 @@ func TestContinuityForcedFirstCall(t *testing.T) {
 		b, _ := json.Marshal(r)
 		return b
 	}
-	first := post(t, h.url, "/v1/chat/completions", req(map[string]any{"tool_choice": "required"}),
+	first := post(t, h.url, "/v1/chat/completions", req(map[string]any{"parallel_tool_calls": false}),
 		map[string]string{"X-Hone-Session": "f1"})
 	var m1 map[string]any
 	if err := json.Unmarshal([]byte(gjson.GetBytes(first.body, "choices.0.message").Raw), &m1); err != nil || m1["tool_calls"] == nil {

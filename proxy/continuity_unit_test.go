@@ -133,22 +133,28 @@ func TestCompletionsBody(t *testing.T) {
 // TestCovered: what tokens mode leaves to the engine's chat endpoint.
 func TestCovered(t *testing.T) {
 	for body, ok := range map[string]bool{
-		`{"tool_choice":"auto"}`:                                                                            true,
-		`{"tool_choice":"none","response_format":{"type":"text"}}`:                                          true,
-		`{"tool_choice":null}`:                                                                              true,
-		`{"tool_choice":"required"}`:                                                                        false,
-		`{"tool_choice":{"type":"function","function":{"name":"a"}}}`:                                       false,
-		`{"response_format":{"type":"json_object"}}`:                                                        false,
-		`{"continue_final_message":true}`:                                                                   false,
-		`{"add_generation_prompt":false}`:                                                                   false,
-		`{"add_generation_prompt":true}`:                                                                    true,
-		`{"chat_template":"{{ messages }}"}`:                                                                false,
-		`{"structured_outputs":{"json":{}}}`:                                                                false,
+		`{"tool_choice":"auto"}`:                                      true,
+		`{"tool_choice":"none","response_format":{"type":"text"}}`:    true,
+		`{"tool_choice":null}`:                                        true,
+		`{"tool_choice":"required"}`:                                  false, // no tools
+		`{"tool_choice":{"type":"function","function":{"name":"a"}}}`: false,
+		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a","strict":true}}]}`:                    true,
+		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a"}}],"stream":true}`:                    false,
+		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`:      true,
+		`{"tool_choice":{"type":"function","function":{"name":"a"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: true,
+		`{"tool_choice":{"type":"function","function":{"name":"b"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: false,
+		`{"tool_choice":{"type":"function"},"tools":[{"type":"function","function":{"name":"a"}}]}`:                         false,
+		`{"response_format":{"type":"json_object"}}`:                                                                        false,
+		`{"continue_final_message":true}`:    false,
+		`{"add_generation_prompt":false}`:    false,
+		`{"add_generation_prompt":true}`:     true,
+		`{"chat_template":"{{ messages }}"}`: false,
+		`{"structured_outputs":{"json":{}}}`: false,
 		`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`:               false,
 		`{"tools":[{"type":"function","function":{"name":"a","strict":true}}]}`:                             false,
 		`{"tools":[{"type":"function","function":{"name":"a","strict":false}}],"parallel_tool_calls":true}`: true,
-		`{"include_reasoning":false}`:                                                                       false,
-		`{"include_reasoning":true}`:                                                                        true,
+		`{"include_reasoning":false}`: false,
+		`{"include_reasoning":true}`:  true,
 	} {
 		if err := covered(gjson.Parse(body)); (err == nil) != ok {
 			t.Errorf("%s: covered err %v, want ok %v", body, err, ok)
