@@ -33,7 +33,8 @@ func (s *Store) runJanitor() {
 			cancel()
 			if now.Sub(lastGC) >= vlogGCInterval {
 				lastGC = now
-				_ = s.db.RunValueLogGC(0.5) // reclaims expired and deleted values; ErrNoRewrite is normal
+				_ = s.db.RunValueLogGC(0.5)   // reclaims expired and deleted values; ErrNoRewrite is normal
+				releaseMapped(s.dir, ".vlog") // the GC read a whole value-log file through its mapping
 			}
 		}
 	}

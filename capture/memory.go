@@ -39,7 +39,9 @@ type storeSizes struct {
 // session records 1/32 (~1 KiB each with their cache entry; at least 4096),
 // calls waiting for the writer 1/8 (at least 32 MiB: at 500 calls/s of 15 KB
 // a few seconds of a writer that falls behind; past it calls are dropped
-// and counted, as on a full queue). Badger's
+// and counted, as on a full queue), value-log files 1/6 (32 to 256 MiB: the
+// value-log GC reads a whole file through its mapping, so its size is a
+// burst of file-backed RSS). Badger's
 // defaults (5 x 64 MiB memtables, a 256 MiB block cache, every table index
 // in memory) want more than a 512 MiB sidecar has; hone's old 64 MiB
 // memtables with GOGC 400 made a 2 GB heap.
@@ -50,7 +52,7 @@ func sizesFor(budget int64) storeSizes {
 		memtables:  3,
 		blockCache: clamp(budget/16, 8<<20, 256<<20),
 		indexCache: clamp(budget/32, 4<<20, 128<<20),
-		vlogFile:   256 << 20,
+		vlogFile:   clamp(budget/6, 32<<20, 256<<20),
 		records:    int(max(4096, budget/32/1024)),
 		queueBytes: max(32<<20, budget/8),
 	}
