@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,4 +175,137 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 
 func countTokenCalls(h *testHone) float64 {
 	return testutil.ToFloat64(h.s.cont.calls.WithLabelValues("rendered")) + testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced"))
+}
+
+// TestContinuityForcedVLLM: forced calls against an engine replaying vLLM
+// 0.32's formats. The token-id request carries structured_outputs json with
+// vLLM's schema (an array of {name, parameters}, at most one with
+// parallel_tool_calls false; the named function's parameters); the answer
+// is vLLM's chat answer for its JSON tool-call path: the array's items as
+// tool calls with Python-serialised arguments (", ", ": ", floats as
+// Python writes them, no ASCII escapes), "chatcmpl-tool-" ids, content "",
+// finish_reason tool_calls (required) or stop (named), the reasoning
+// parsed; a named call's arguments are its output as written. The client
+// sends both calls back re-serialised: one trajectory, drift 0, every call
+// as token ids.
+func TestContinuityForcedVLLM(t *testing.T) {
+	v := newScriptedVLLM(t,
+		"<think>\nI need the tool.\n</think>\n\n"+`[{"name": "calculator", "parameters": {"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}}]`+"<|im_end|>",
+		"<think>\nCheck it.\n</think>\n\n"+`{"expression":  "391"}`+"<|im_end|>",
+		"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>")
+	h, store := startContinuity(t, ContinuityTokens, v)
+	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+	call := func(choice any, hdr map[string]string) *rawResponse {
+		r := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
+			"max_tokens": 64, "tool_choice": choice}
+		if choice == "required" {
+			r["parallel_tool_calls"] = false
+		}
+		b, _ := json.Marshal(r)
+		hdr["X-Hone-Session"] = "v1"
+		resp := post(t, h.url, "/v1/chat/completions", b, hdr)
+		if resp.status != 200 {
+			t.Fatalf("%v: %d %s", choice, resp.status, resp.body)
+		}
+		return resp
+	}
+	named := map[string]any{"type": "function", "function": map[string]any{"name": "calculator"}}
+	wants := []struct {
+		choice            any
+		args, finish, why string
+	}{
+		{"required", `{"expression": "17*23 é", "n": 1, "scale": 2.5}`, "tool_calls", "\nI need the tool.\n"},
+		{named, "\n\n" + `{"expression":  "391"}`, "stop", "\nCheck it.\n"},
+	}
+	for i, w := range wants {
+		r := call(w.choice, map[string]string{})
+		ch := gjson.GetBytes(r.body, "choices.0")
+		tc := ch.Get("message.tool_calls")
+		if n := len(tc.Array()); n != 1 || tc.Get("0.function.name").String() != "calculator" ||
+			tc.Get("0.function.arguments").String() != w.args || !strings.HasPrefix(tc.Get("0.id").String(), "chatcmpl-tool-") ||
+			tc.Get("0.type").String() != "function" {
+			t.Errorf("call %d: tool calls %s, want arguments %q", i, tc.Raw, w.args)
+		}
+		if c := ch.Get("message.content"); c.Type != gjson.String || c.Str != "" {
+			t.Errorf("call %d: content %s", i, c.Raw)
+		}
+		if f := ch.Get("finish_reason").String(); f != w.finish {
+			t.Errorf("call %d: finish_reason %q, want %q", i, f, w.finish)
+		}
+		if rs := ch.Get("message.reasoning").String(); rs != w.why {
+			t.Errorf("call %d: reasoning %q", i, rs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ch.Get("message").Raw), &m); err != nil {
+			t.Fatal(err)
+		}
+		id := tc.Get("0.id").String()
+		msgs = append(msgs, reserialise(t, m), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
+	}
+	call("auto", map[string]string{"X-Hone-Reward": "1", "X-Hone-Commit": "1"})
+
+	if r := v.routes(); len(r) != 3 || r[0] != "/v1/completions" || r[1] != "/v1/completions" || r[2] != "/v1/completions" {
+		t.Errorf("engine routes %v", r)
+	}
+	v.mu.Lock()
+	bodies := slices.Clone(v.cmpl)
+	v.mu.Unlock()
+	schemas := []string{
+		`{"type":"array","minItems":1,"items":{"type":"object","anyOf":[{"properties":{"name":{"type":"string","enum":["calculator"]},` +
+			`"parameters":{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}},` +
+			`"required":["name","parameters"]}]},"maxItems":1}`,
+		`{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}`,
+		``,
+	}
+	for i, want := range schemas {
+		if i >= len(bodies) {
+			break
+		}
+		got := gjson.Get(bodies[i], "structured_outputs.json").Raw
+		if !jsonEqual(got, want) {
+			t.Errorf("call %d: structured_outputs.json %s, want %s", i, got, want)
+		}
+		for _, k := range []string{"tool_choice", "tools", "messages", "parallel_tool_calls"} {
+			if gjson.Get(bodies[i], k).Exists() {
+				t.Errorf("call %d: completions body has %s", i, k)
+			}
+		}
+	}
+	drift, leaves, cs := sessionDrift(t, store, "v1", 3)
+	if drift != 0 || leaves != 1 || extends(cs) != 0 {
+		t.Errorf("drift %d, %d trajectories, call %d not extending", drift, leaves, extends(cs))
+	}
+	if n := testutil.ToFloat64(h.s.cont.spliced); n != 2 {
+		t.Errorf("turns put back %v, want 2", n)
+	}
+}
+
+// jsonEqual compares two JSON texts as values ("" equals "").
+func jsonEqual(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// TestPyDumps: arguments re-serialised as Python's json.dumps(x,
+// ensure_ascii=False) writes what json.loads read (values checked with
+// CPython 3.11).
+func TestPyDumps(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1,"b":[1,2,{"c":null}],"d":true,"e":false}`:                      `{"a": 1, "b": [1, 2, {"c": null}], "d": true, "e": false}`,
+		`{"x":2.50,"y":1e3,"z":1E-7,"w":-0.0,"v":1e16,"u":123456789012345678}`: `{"x": 2.5, "y": 1000.0, "z": 1e-07, "w": -0.0, "v": 1e+16, "u": 123456789012345678}`,
+		`{"s":"\u00e9\n\t\"\\/\u0001<>&"}`:                                     `{"s": "é\n\t\"\\/\u0001<>&"}`,
+		`{"k":1,"k":2,"j":3}`:                                                  `{"k": 2, "j": 3}`,
+		`{"n":-0,"m":1.0,"big":1e400}`:                                         `{"n": 0, "m": 1.0, "big": Infinity}`,
+		`{"f":0.1,"g":100000000000000000000.0,"h":0.0001,"i":0.00001}`:         `{"f": 0.1, "g": 1e+20, "h": 0.0001, "i": 1e-05}`,
+	} {
+		if got := pyDumps(gjson.Parse(in)); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
 }
