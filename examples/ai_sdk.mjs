@@ -7,6 +7,10 @@ import { generateText, stepCountIs, tool } from 'ai';
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
+// FORCE=1 (the tokens-mode run): a bounded string, so the random tiny model's
+// forced call ends within max_tokens
+const expressionSchema = process.env.FORCE ? z.string().max(24) : z.string();
+
 const run = honeRun('ai-sdk');
 const hone = createOpenAICompatible({
   name: 'hone',
@@ -17,7 +21,7 @@ const hone = createOpenAICompatible({
 
 const calculator = tool({
   description: 'Evaluate an arithmetic expression.',
-  inputSchema: z.object({ expression: z.string() }),
+  inputSchema: z.object({ expression: expressionSchema }),
   execute: async ({ expression }) => calculate(expression),
 });
 
@@ -29,6 +33,11 @@ const settings = {
   system: 'Use the calculator for arithmetic, then state the answer.',
   tools: { calculator },
   stopWhen: stepCountIs(3),
+  // FORCE=1 (the tokens-mode run): the first step of each run must call a
+  // tool, one at a time (a random model's list of calls runs to max_tokens)
+  prepareStep: ({ stepNumber }) => (process.env.FORCE && stepNumber === 0
+    ? { toolChoice: 'required', providerOptions: { hone: { parallel_tool_calls: false } } }
+    : undefined),
   maxOutputTokens: maxTokens,
   maxRetries: 0,
 };

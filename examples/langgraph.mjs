@@ -11,21 +11,35 @@ import { ToolNode, toolsCondition } from '@langchain/langgraph/prebuilt';
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
+// FORCE=1 (the tokens-mode run): a bounded string, so the random tiny model's
+// forced call ends within max_tokens
+const expressionSchema = process.env.FORCE ? z.string().max(24) : z.string();
+
 const run = honeRun('langgraph');
 const calculator = tool(async ({ expression }) => calculate(expression), {
   name: 'calculator',
   description: 'Evaluate an arithmetic expression.',
-  schema: z.object({ expression: z.string() }),
+  schema: z.object({ expression: expressionSchema }),
 });
-const llm = new ChatOpenAI({
+const chat = new ChatOpenAI({
   model,
   maxTokens,
   maxRetries: 0,
   configuration: { defaultHeaders: run.headers },
-}).bindTools([calculator]);
+});
+const llm = chat.bindTools([calculator]);
+// FORCE=1 (the tokens-mode run): the model must call a tool, one at a time (a
+// random model's list of calls runs to max_tokens), unless it just got a
+// tool's result
+const forced = chat.bindTools([calculator], { tool_choice: 'required', parallel_tool_calls: false });
+const pick = (messages) => {
+  const last = messages[messages.length - 1];
+  const kind = last?.getType?.() ?? last?._getType?.();
+  return process.env.FORCE && kind !== 'tool' ? forced : llm;
+};
 
 const graph = new StateGraph(MessagesAnnotation)
-  .addNode('agent', async (state) => ({ messages: [await llm.invoke(state.messages)] }))
+  .addNode('agent', async (state) => ({ messages: [await pick(state.messages).invoke(state.messages)] }))
   .addNode('tools', new ToolNode([calculator]))
   .addEdge(START, 'agent')
   .addConditionalEdges('agent', toolsCondition, ['tools', END])

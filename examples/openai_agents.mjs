@@ -7,6 +7,10 @@ import { Agent, run, tool, user, setDefaultOpenAIClient, setOpenAIAPI, setTracin
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
+// FORCE=1 (the tokens-mode run): a bounded string, so the random tiny model's
+// forced call ends within max_tokens
+const expressionSchema = process.env.FORCE ? z.string().max(24) : z.string();
+
 const h = honeRun(process.env.AGENTS_API === 'chat_completions' ? 'openai-agents-chat' : 'openai-agents');
 setDefaultOpenAIClient(new OpenAI({ defaultHeaders: h.headers, maxRetries: 0 })); // baseURL and key from the environment
 // The SDK's default is the Responses API (/v1/responses), which hone
@@ -18,7 +22,7 @@ setTracingDisabled(true);
 const calculator = tool({
   name: 'calculator',
   description: 'Evaluate an arithmetic expression.',
-  parameters: z.object({ expression: z.string() }),
+  parameters: z.object({ expression: expressionSchema }),
   execute: async ({ expression }) => calculate(expression),
 });
 
@@ -27,7 +31,10 @@ const agent = new Agent({
   instructions: 'Use the calculator for arithmetic, then state the answer.',
   model,
   tools: [calculator],
-  modelSettings: { maxTokens },
+  // FORCE=1 (the tokens-mode run): a tool call is required until one is made
+  // (the SDK resets tool_choice after a tool use), one call at a time (a random
+  // model's list of calls runs to max_tokens)
+  modelSettings: process.env.FORCE ? { maxTokens, toolChoice: 'required', parallelToolCalls: false } : { maxTokens },
 });
 
 let output = '';
