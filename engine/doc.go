@@ -50,5 +50,6 @@
 //     model finish its <think> block first) unless the prompt left <think>
 //     open; required tool calls are hermes blocks, not vLLM's JSON list.
 //   - Not implemented: prompt_logprobs, echo with logprobs, beam search (400),
-//     vLLM's structured_outputs / guided_* fields, structural_tag.
+//     vLLM's guided_* fields, structural_tag, and structured_outputs other
+//     than json and json_object (which /v1/completions enforces).
 package engine
