@@ -19,7 +19,6 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -118,24 +117,7 @@ func (tp *tee) next(n int, path string) *exchange {
 // startHone runs hone's data plane in front of engineURL with an in-memory
 // recorder, as acceptance/ does.
 func startHone(t *testing.T, engineURL string) (string, *proxy.MemRecorder) {
-	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL}}
-	rec := proxy.NewMemRecorder()
-	s, err := proxy.New(o, rec, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return "http://" + ln.Addr().String(), rec
+	return startHoneOpts(t, engineURL, func(*proxy.Options) {})
 }
 
 // volatile are the fields that differ between two otherwise equal vLLM
