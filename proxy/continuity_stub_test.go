@@ -32,7 +32,7 @@ type scriptedVLLM struct {
 	outputs []string // model outputs, in call order (each ends with <|im_end|>)
 	paths   []string
 	cmpl    []string // the /v1/completions request bodies
-	skew    bool // /tokenize drops the first id: a probe mismatch
+	skew    bool     // /tokenize drops the first id: a probe mismatch
 }
 
 func newScriptedVLLM(t *testing.T, outputs ...string) *scriptedVLLM {
