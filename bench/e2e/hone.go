@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/hone-rl/hone/bench/internal/machine"
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/model"
@@ -31,23 +32,23 @@ type workload struct {
 // call, unless the warm-up alone took that long) and returns tokens per
 // wall second and per CPU-second.
 func timed(seconds float64, tokens int, fn func() error) (float64, float64, error) {
-	t0, c0 := time.Now(), cpuSeconds()
+	t0, c0 := time.Now(), machine.CPUSeconds()
 	if err := fn(); err != nil {
 		return 0, 0, err
 	}
-	first, cfirst := time.Since(t0).Seconds(), cpuSeconds()-c0
+	first, cfirst := time.Since(t0).Seconds(), machine.CPUSeconds()-c0
 	if first >= seconds {
 		return float64(tokens) / first, float64(tokens) / cfirst, nil
 	}
 	n := 0
-	t0, c0 = time.Now(), cpuSeconds()
+	t0, c0 = time.Now(), machine.CPUSeconds()
 	for n < 2 || time.Since(t0).Seconds() < seconds {
 		if err := fn(); err != nil {
 			return 0, 0, err
 		}
 		n++
 	}
-	el, cel := time.Since(t0).Seconds(), cpuSeconds()-c0
+	el, cel := time.Since(t0).Seconds(), machine.CPUSeconds()-c0
 	return float64(tokens*n) / el, float64(tokens*n) / cel, nil
 }
 

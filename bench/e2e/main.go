@@ -25,10 +25,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/hone-rl/hone/bench/internal/machine"
 
 	"github.com/hone-rl/hone/kernels/cpu"
 )
@@ -63,8 +63,8 @@ func main() {
 	ctx := context.Background()
 
 	fmt.Printf("bench/e2e %s, %d threads, %d rounds of %.1fs, load average %s\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), *threads, *rounds, *seconds, loadavg())
-	fmt.Printf("CPU: %s; kernel variants %v\n", cpuModel(), cpu.Variants())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), *threads, *rounds, *seconds, machine.Loadavg())
+	fmt.Printf("CPU: %s; kernel variants %v\n", machine.CPUModel(), cpu.Variants())
 	type key struct{ preset, who, phase string }
 	wall, cpuT := map[key][]float64{}, map[key][]float64{}
 	var order []key
@@ -107,7 +107,7 @@ func main() {
 	if torchVersion != "" {
 		fmt.Printf("PyTorch %s\n", torchVersion)
 	}
-	fmt.Printf("end load average %s\n\n", loadavg())
+	fmt.Printf("end load average %s\n\n", machine.Loadavg())
 	fmt.Println("| preset | phase | hone tokens/s | PyTorch tokens/s | hone tokens/CPU-s | PyTorch tokens/CPU-s |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, k := range order {
@@ -115,8 +115,8 @@ func main() {
 			continue
 		}
 		tk := key{k.preset, "torch", k.phase}
-		fmt.Printf("| %s | %s | %.1f | %s | %.1f | %s |\n", k.preset, k.phase, median(wall[k]), orDash(wall[tk]),
-			median(cpuT[k]), orDash(cpuT[tk]))
+		fmt.Printf("| %s | %s | %.1f | %s | %.1f | %s |\n", k.preset, k.phase, machine.Median(wall[k]), orDash(wall[tk]),
+			machine.Median(cpuT[k]), orDash(cpuT[tk]))
 	}
 }
 
@@ -124,7 +124,7 @@ func orDash(x []float64) string {
 	if len(x) == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f", median(x))
+	return fmt.Sprintf("%.1f", machine.Median(x))
 }
 
 // benchTorch runs torch_e2e.py for one preset and parses its JSON lines.
@@ -180,46 +180,4 @@ func scriptPath() string {
 		}
 	}
 	return "bench/e2e/torch_e2e.py"
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -24,11 +24,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/hone-rl/hone/bench/internal/machine"
 
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/cpu"
@@ -78,8 +78,8 @@ func main() {
 	flag.Parse()
 
 	fmt.Printf("bench/kernels %s, %d threads, %d rounds of %.2fs, load average %s\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), *threads, *count, *seconds, loadavg())
-	fmt.Printf("CPU: %s; kernel variants %v\n", cpuModel(), cpu.Variants())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), *threads, *count, *seconds, machine.Loadavg())
+	fmt.Printf("CPU: %s; kernel variants %v\n", machine.CPUModel(), cpu.Variants())
 
 	variants := cpu.Variants()[:1]
 	if *generic && variants[0] != cpu.VariantGeneric {
@@ -140,10 +140,10 @@ func main() {
 			}
 		}
 	}
-	pc := median(peakCPU)
+	pc := machine.Median(peakCPU)
 	fmt.Printf("FMA peak (%s), %d threads: %.1f GFLOP/s wall, %.1f per CPU-second (per core)\n",
-		peakName, *threads, median(peakWall), pc)
-	fmt.Printf("load average at the end: %s\n\n", loadavg())
+		peakName, *threads, machine.Median(peakWall), pc)
+	fmt.Printf("load average at the end: %s\n\n", machine.Loadavg())
 
 	cols := []string{}
 	for _, v := range variants {
@@ -161,10 +161,10 @@ func main() {
 				fmt.Printf(" - |")
 				continue
 			}
-			fmt.Printf(" %.1f (%.1f) |", median(r.cpu), median(r.wall))
+			fmt.Printf(" %.1f (%.1f) |", machine.Median(r.cpu), machine.Median(r.wall))
 		}
 		if r := res[cols[0]][s.key()]; r != nil && pc > 0 {
-			fmt.Printf(" %.0f%% |", 100*median(r.cpu)/pc)
+			fmt.Printf(" %.0f%% |", 100*machine.Median(r.cpu)/pc)
 		} else {
 			fmt.Printf(" - |")
 		}
@@ -203,12 +203,12 @@ func honeMatMul(be *cpu.Backend, s shape, seconds float64) (wall, cpuRate float6
 func timeit(fn func(), seconds float64) (wall, cpuSec float64) {
 	fn()
 	runtime.GC()
-	n, t0, c0 := 0, time.Now(), cpuSeconds()
+	n, t0, c0 := 0, time.Now(), machine.CPUSeconds()
 	for {
 		fn()
 		n++
 		if el := time.Since(t0).Seconds(); el >= seconds {
-			return el / float64(n), (cpuSeconds() - c0) / float64(n)
+			return el / float64(n), (machine.CPUSeconds() - c0) / float64(n)
 		}
 	}
 }
@@ -222,7 +222,7 @@ func peak(threads int, seconds float64) (wall, perCPU float64) {
 	const chunk = 1 << 20
 	var flop float64
 	var mu sync.Mutex
-	t0, c0 := time.Now(), cpuSeconds()
+	t0, c0 := time.Now(), machine.CPUSeconds()
 	var wg sync.WaitGroup
 	for range threads {
 		wg.Go(func() {
@@ -238,7 +238,7 @@ func peak(threads int, seconds float64) (wall, perCPU float64) {
 		})
 	}
 	wg.Wait()
-	return flop / time.Since(t0).Seconds() / 1e9, flop / (cpuSeconds() - c0) / 1e9
+	return flop / time.Since(t0).Seconds() / 1e9, flop / (machine.CPUSeconds() - c0) / 1e9
 }
 
 type pyResult struct {
@@ -307,48 +307,6 @@ func scriptPath() string {
 	}
 	fatal(fmt.Errorf("blas_bench.py not found: run from the repository root"))
 	return ""
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func fatal(err error) {
