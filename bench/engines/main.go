@@ -20,11 +20,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hone-rl/hone/bench/internal/machine"
 	"github.com/hone-rl/hone/engine"
 	"github.com/hone-rl/hone/peers"
 )
@@ -108,7 +108,7 @@ func one(py, tok, preset string, tokens, rounds, batch int) error {
 		}
 	}
 	for _, n := range names {
-		fmt.Printf("| %s | %s | %.1f (%s) | %.1f (%s) |\n", preset, n, median(b1[n]), list(b1[n]), median(bn[n]), list(bn[n]))
+		fmt.Printf("| %s | %s | %.1f (%s) | %.1f (%s) |\n", preset, n, machine.Median(b1[n]), list(b1[n]), machine.Median(bn[n]), list(bn[n]))
 	}
 	return nil
 }
@@ -164,12 +164,6 @@ func complete(url string, body []byte) (int, error) {
 		return 0, fmt.Errorf("decode: %w", err)
 	}
 	return out.Usage.CompletionTokens, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func list(xs []float64) string {
