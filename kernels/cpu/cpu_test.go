@@ -65,27 +65,35 @@ func TestGemmFastMatchesPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, w := range []int{1, 2} {
 		for _, be := range variants(t, w) {
-			for _, sh := range matmulShapes {
-				m, k, n := sh[0], sh[1], sh[2]
-				for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
-					for _, beta := range []float32{0, 0.3} {
-						a, b, c := randSlice(rng, m*k), randSlice(rng, k*n), randSlice(rng, m*n)
-						if beta == 0 {
-							for i := range c {
-								c[i] = float32(math.NaN())
-							}
-						}
-						want := append([]float32(nil), c...)
-						got := append([]float32(nil), c...)
-						g := gemm{m: m, n: n, k: k, a: a, b: b, transA: tr[0], transB: tr[1], alpha: 0.7, beta: beta}
-						g.c = want
-						gemmPlain(g)
-						g.c = got
-						be.gemmFast(g)
-						name := fmt.Sprintf("%s/w%d m%d k%d n%d trans %v beta %g", be.Variant(), w, m, k, n, tr, beta)
-						closeTo(t, name, got, want, k)
+			gemmMatchesPlain(t, rng, be, w, matmulShapes)
+		}
+	}
+}
+
+// gemmMatchesPlain compares be's matmul with gemmPlain on every shape
+// (m, k, n), for every transpose, with beta 0 over a NaN-poisoned C and
+// beta 0.3.
+func gemmMatchesPlain(t *testing.T, rng *rand.Rand, be *Backend, w int, shapes [][3]int) {
+	t.Helper()
+	for _, sh := range shapes {
+		m, k, n := sh[0], sh[1], sh[2]
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, beta := range []float32{0, 0.3} {
+				a, b, c := randSlice(rng, m*k), randSlice(rng, k*n), randSlice(rng, m*n)
+				if beta == 0 {
+					for i := range c {
+						c[i] = float32(math.NaN())
 					}
 				}
+				want := append([]float32(nil), c...)
+				got := append([]float32(nil), c...)
+				g := gemm{m: m, n: n, k: k, a: a, b: b, transA: tr[0], transB: tr[1], alpha: 0.7, beta: beta}
+				g.c = want
+				gemmPlain(g)
+				g.c = got
+				be.gemmFast(g)
+				name := fmt.Sprintf("%s/w%d m%d k%d n%d trans %v beta %g", be.Variant(), w, m, k, n, tr, beta)
+				closeTo(t, name, got, want, k)
 			}
 		}
 	}

@@ -71,27 +71,7 @@ func TestAVX512GemmMatchesPlain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sh := range avx512Shapes {
-			m, k, n := sh[0], sh[1], sh[2]
-			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
-				for _, beta := range []float32{0, 0.3} {
-					a, b, c := randSlice(rng, m*k), randSlice(rng, k*n), randSlice(rng, m*n)
-					if beta == 0 {
-						for i := range c {
-							c[i] = float32(math.NaN())
-						}
-					}
-					want := append([]float32(nil), c...)
-					got := append([]float32(nil), c...)
-					g := gemm{m: m, n: n, k: k, a: a, b: b, transA: tr[0], transB: tr[1], alpha: 0.7, beta: beta}
-					g.c = want
-					gemmPlain(g)
-					g.c = got
-					be.gemmFast(g)
-					closeTo(t, fmt.Sprintf("avx512/w%d m%d k%d n%d trans %v beta %g", w, m, k, n, tr, beta), got, want, k)
-				}
-			}
-		}
+		gemmMatchesPlain(t, rng, be, w, avx512Shapes)
 	}
 }
 
