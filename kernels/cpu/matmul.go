@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/hone-rl/hone/kernels"
 )
 
@@ -24,37 +22,11 @@ func (be *Backend) MatMul(c, a, b kernels.Tensor, transA, transB bool, alpha, be
 
 // planMatMul checks shapes and splits a (possibly batched) MatMul into gemms.
 func planMatMul(c, a, b kernels.Tensor, transA, transB bool, alpha, beta float32) []gemm {
-	as, bs, cs := a.Shape(), b.Shape(), c.Shape()
-	batch := 1
-	if len(as) == 3 {
-		batch = as[0]
-		as = as[1:]
-		if len(cs) != 3 || cs[0] != batch {
-			panic(fmt.Sprintf("kernels/cpu: matmul batched A %v needs C [%d,M,N], got %v", a.Shape(), batch, c.Shape()))
-		}
-		cs = cs[1:]
+	d, err := kernels.MatMulShape(c, a, b, transA, transB)
+	if err != nil {
+		panic("kernels/cpu: " + err.Error())
 	}
-	bBatched := len(bs) == 3
-	if bBatched {
-		if bs[0] != batch {
-			panic(fmt.Sprintf("kernels/cpu: matmul batch mismatch A %v B %v", a.Shape(), b.Shape()))
-		}
-		bs = bs[1:]
-	}
-	if len(as) != 2 || len(bs) != 2 || len(cs) != 2 {
-		panic(fmt.Sprintf("kernels/cpu: matmul shapes A %v B %v C %v", a.Shape(), b.Shape(), c.Shape()))
-	}
-	m, ka := as[0], as[1]
-	if transA {
-		m, ka = ka, m
-	}
-	kb, n := bs[0], bs[1]
-	if transB {
-		kb, n = n, kb
-	}
-	if ka != kb || cs[0] != m || cs[1] != n {
-		panic(fmt.Sprintf("kernels/cpu: matmul A %v(T=%v) B %v(T=%v) C %v", a.Shape(), transA, b.Shape(), transB, c.Shape()))
-	}
+	batch, m, n, ka, bBatched := d.Batch, d.M, d.N, d.K, d.BBatched
 	ad, bd, cd := data(a), data(b), data(c)
 	out := make([]gemm, batch)
 	for i := range out {

@@ -27,37 +27,11 @@ type gemmPlan struct {
 
 // planMatMul checks MatMul's shapes (see kernels.Backend.MatMul).
 func planMatMul(c, a, bm kernels.Tensor, transA, transB bool) gemmPlan {
-	as, bs, cs := a.Shape(), bm.Shape(), c.Shape()
-	batch := 1
-	if len(as) == 3 {
-		batch = as[0]
-		as = as[1:]
-		if len(cs) != 3 || cs[0] != batch {
-			panic(fmt.Sprintf("kernels/cuda: matmul batched A %v needs C [%d,M,N], got %v", a.Shape(), batch, c.Shape()))
-		}
-		cs = cs[1:]
+	d, err := kernels.MatMulShape(c, a, bm, transA, transB)
+	if err != nil {
+		panic("kernels/cuda: " + err.Error())
 	}
-	bBatched := len(bs) == 3
-	if bBatched {
-		if bs[0] != batch {
-			panic(fmt.Sprintf("kernels/cuda: matmul batch mismatch A %v B %v", a.Shape(), bm.Shape()))
-		}
-		bs = bs[1:]
-	}
-	if len(as) != 2 || len(bs) != 2 || len(cs) != 2 {
-		panic(fmt.Sprintf("kernels/cuda: matmul shapes A %v B %v C %v", a.Shape(), bm.Shape(), c.Shape()))
-	}
-	m, ka := as[0], as[1]
-	if transA {
-		m, ka = ka, m
-	}
-	kb, n := bs[0], bs[1]
-	if transB {
-		kb, n = n, kb
-	}
-	if ka != kb || cs[0] != m || cs[1] != n {
-		panic(fmt.Sprintf("kernels/cuda: matmul A %v(T=%v) B %v(T=%v) C %v", a.Shape(), transA, bm.Shape(), transB, c.Shape()))
-	}
+	batch, m, n, ka, bBatched := d.Batch, d.M, d.N, d.K, d.BBatched
 	p := gemmPlan{batch: batch, m: m, n: n, k: ka}
 	if bBatched {
 		p.strideB = ka * n
