@@ -33,9 +33,11 @@ const (
 
 // Sizes of continuity's bounded caches.
 const (
-	continuityTurns = 65536    // served assistant turns (prompt + completion ids each)
-	continuityBytes = 64 << 20 // ... and at most this many bytes of their ids
-	continuityPlans = 8192     // calls in flight whose prompt hone rendered
+	continuityTurns      = 65536    // served assistant turns (prompt + completion ids each)
+	continuityBytes      = 64 << 20 // ... and at most this many bytes of their ids
+	continuityConvos     = 8192     // sessions whose latest messages are kept normalised
+	continuityConvoBytes = 64 << 20 // ... and at most this many bytes of them
+	continuityPlans      = 8192     // calls in flight whose prompt hone rendered
 )
 
 // continuity is token continuity (capture.continuity: tokens): the model's
@@ -48,9 +50,10 @@ type continuity struct {
 	eos   []eosToken        // end-of-turn tokens, to find where a served turn ends in a rendering
 	log   *slog.Logger
 
-	turns     *lru.Cache[string, *servedTurn] // session + prefix hash -> ids
-	turnBytes atomic.Int64                    // bytes of ids in turns
-	plans     *lru.Cache[string, *plan]       // call id -> plan, until the call is recorded
+	turns  *sizedCache[*servedTurn]  // session + prefix hash -> ids
+	convos *sizedCache[*convo]       // session -> its latest call's messages (continuity_incremental.go)
+	plans  *lru.Cache[string, *plan] // call id -> plan, until the call is recorded
+	inc    incremental               // rendering only what follows a served turn
 
 	mu      sync.Mutex
 	engines map[string]*atomic.Pointer[engineContinuity] // by engine URL
@@ -110,8 +113,10 @@ func newContinuity(dir string, reg prometheus.Registerer, log *slog.Logger) (*co
 	if len(k.eos) == 0 {
 		return nil, fmt.Errorf("%s: the tokenizer names no end-of-sequence token", dir)
 	}
-	k.turns, err = lru.NewWithEvict(continuityTurns, func(_ string, t *servedTurn) { k.turnBytes.Add(-4 * int64(len(t.ids))) })
-	if err != nil {
+	if k.turns, err = newSizedCache(continuityTurns, continuityBytes, func(t *servedTurn) int64 { return 4 * int64(len(t.ids)) }); err != nil {
+		return nil, err
+	}
+	if k.convos, err = newSizedCache(continuityConvos, continuityConvoBytes, (*convo).bytes); err != nil {
 		return nil, err
 	}
 	if k.plans, err = lru.New[string, *plan](continuityPlans); err != nil {
@@ -126,21 +131,11 @@ func newContinuity(dir string, reg prometheus.Registerer, log *slog.Logger) (*co
 		[]string{"result"})
 	k.spliced = prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_continuity_turns_spliced_total",
 		Help: "Served assistant turns whose sampled token ids were put back into a prompt."})
+	k.inc.init(k)
 	if reg != nil {
-		reg.MustRegister(k.active, k.calls, k.spliced)
+		reg.MustRegister(k.active, k.calls, k.spliced, k.inc.checks)
 	}
 	return k, nil
-}
-
-// addTurn caches a served turn, evicting the least recently used ones past
-// continuityBytes (a long session's turns each hold its whole path).
-func (k *continuity) addTurn(key string, t *servedTurn) {
-	k.turns.Remove(key) // a replaced entry is not evicted: take its bytes off first
-	k.turnBytes.Add(4 * int64(len(t.ids)))
-	k.turns.Add(key, t)
-	for k.turnBytes.Load() > continuityBytes && k.turns.Len() > 1 {
-		k.turns.RemoveOldest()
-	}
 }
 
 // state returns the probe result of an engine (nil: not probed yet).

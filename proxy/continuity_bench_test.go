@@ -32,38 +32,77 @@ func benchSession() []byte {
 }
 
 // BenchmarkContinuityPlan is the time hone spends rendering and tokenizing
-// one call of a 20-turn, ~16k-token session in tokens mode: with the last
-// served turn found (two renderings and the tokens after the turn), and
-// without (one rendering, the whole prompt tokenized).
+// one call of a 20-turn, ~16k-token session in tokens mode:
+//   - spliced: the steady state of a session, the call extends the last
+//     served turn and the session's previous call (the same conversation
+//     without the last answer and question) is known, so only the new
+//     messages are normalised and only the conversation from the last
+//     user query on is rendered (with the checks against a full rendering
+//     that incremental rendering runs, amortised);
+//   - spliced-cold: the same call with no previous call known (a restart),
+//     every message normalised;
+//   - rendered: no served turn found, the whole conversation rendered and
+//     tokenized.
 func BenchmarkContinuityPlan(b *testing.B) {
 	k, err := newContinuity(tinyModel, nil, slog.Default())
 	if err != nil {
 		b.Fatal(err)
 	}
+	if k.inc.off.Load() {
+		b.Fatal("incremental rendering failed its self-check on the tiny model's template")
+	}
 	s := &Server{cont: k}
 	body := benchSession()
-	in, err := template.RequestInput(body)
+	req, err := template.ParseRequest(body)
 	if err != nil {
 		b.Fatal(err)
 	}
-	msgs, _ := parseMessages(in)
-	hs := prefixHashes(seedHash(in), msgs)
+	full, err := k.conversation("", req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := req.Input
+	in.Messages = template.JoinMessages(full.norm)
 	text, _ := k.tmpl.Render(in)
 	ids := k.tok.Encode(text)
-	for _, found := range []bool{true, false} {
-		name := map[bool]string{true: "spliced", false: "rendered"}[found]
+	// the served turn: the path up to the last answer's end-of-turn token
+	// (the rendering's second-to-last one; the question after it is the last)
+	var ends []int
+	for i, id := range ids {
+		if k.isEOS(id) {
+			ends = append(ends, i+1)
+		}
+	}
+	path := ids[:ends[len(ends)-2]]
+	prevReq := req
+	prevReq.Raw = req.Raw[:len(req.Raw)-2] // the previous call: before the last answer and question
+	for _, name := range []string{"spliced", "spliced-cold", "rendered"} {
 		b.Run(name, func(b *testing.B) {
 			session := "bench-" + name
-			if found {
-				k.turns.Add(turnKey(session, hs[len(msgs)-2]), &servedTurn{ids: ids[:len(ids)-40], ended: true})
+			var prev *convo
+			if name == "spliced" {
+				if prev, err = k.conversation(session, prevReq); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if name != "rendered" {
+				k.turns.Add(turnKey(session, full.hashes[len(full.msgs)-2]), &servedTurn{ids: path, ended: true})
 			}
 			c := &call{verdict: capture.Verdict{Session: session, Capture: true}}
 			b.ReportMetric(float64(len(ids)), "prompt-tokens")
 			for b.Loop() {
+				if prev != nil {
+					k.convos.Add(session, prev)
+				} else {
+					k.convos.c.Remove(session)
+				}
 				p, err := s.planCall(c, body, body)
-				if err != nil || p.spliced != found {
+				if err != nil || p.spliced != (name != "rendered") {
 					b.Fatalf("plan: %v, spliced %v", err, p != nil && p.spliced)
 				}
+			}
+			if k.inc.off.Load() {
+				b.Fatal("an incremental rendering differed from the full one")
 			}
 		})
 	}

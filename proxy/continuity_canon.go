@@ -30,6 +30,7 @@ type normMsg struct {
 	Content   string          `json:"content"`
 	Name      *string         `json:"name"`
 	ToolCalls []normToolCall  `json:"tool_calls"`
+	Reasoning json.RawMessage `json:"reasoning"`
 	Raw       json.RawMessage `json:"-"`
 }
 

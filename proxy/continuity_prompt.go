@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -55,48 +54,61 @@ var chatOnly = map[string]bool{
 // rewritten for the engine. The error says why the call is observed.
 func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	k := s.cont
-	doc := gjson.ParseBytes(body)
+	doc := gjson.ParseBytes(withoutMessages(body))
 	if err := covered(doc); err != nil {
 		return nil, err
 	}
 	force, _ := forcedCall(doc) // covered checked it
-	in, err := template.RequestInput(body)
+	req, err := template.ParseRequest(body)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := parseMessages(in)
+	cv, err := k.conversation(c.verdict.Session, req)
 	if err != nil {
 		return nil, err
 	}
-	hashes := prefixHashes(seedHash(in), msgs)
-	p := &plan{k: k, session: c.verdict.Session, prefix: hashes[len(hashes)-1], up: up,
+	p := &plan{k: k, session: c.verdict.Session, prefix: cv.hashes[len(cv.hashes)-1], up: up,
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
 		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
-	p.tools = k.parse.Tools && len(in.Tools) > 0 && string(in.Tools) != "[]" && tc != `"none"` && force == nil
-	hit, turn := -1, (*servedTurn)(nil)
-	for j := len(msgs) - 2; j >= 0 && p.session != ""; j-- {
-		if msgs[j].Role != "assistant" {
+	p.tools = k.parse.Tools && len(req.Tools) > 0 && string(req.Tools) != "[]" && tc != `"none"` && force == nil
+	for j := len(cv.msgs) - 2; j >= 0 && p.session != ""; j-- {
+		if cv.msgs[j].Role != "assistant" {
 			continue
 		}
-		if t, ok := k.turns.Get(turnKey(p.session, hashes[j])); ok {
-			hit, turn = j, t
-			break
+		turn, ok := k.turns.Get(turnKey(p.session, cv.hashes[j]))
+		if !ok {
+			continue
 		}
+		if tail, eos, ok := k.spliceTail(req.Input, cv, j, turn); ok {
+			p.ids, p.spliced = k.splice(turn, tail, eos), true
+			p.thinkOpen = chat.PromptOpensThink(tail)
+			return p, nil
+		}
+		break
 	}
+	in := req.Input
+	in.Messages = template.JoinMessages(cv.norm)
 	text, err := k.tmpl.Render(in)
 	if err != nil {
 		return nil, err
 	}
 	p.thinkOpen = chat.PromptOpensThink(text)
-	if hit >= 0 {
-		if ids, ok := k.splice(turn, text); ok {
-			p.ids, p.spliced = ids, true
-			return p, nil
-		}
-	}
 	p.ids = k.tok.Encode(text)
 	return p, nil
+}
+
+// withoutMessages is a chat body with an empty messages array, for reading
+// the other fields without scanning the conversation each time.
+func withoutMessages(body []byte) []byte {
+	m := gjson.GetBytes(body, "messages")
+	if m.Index <= 0 || m.Index+len(m.Raw) > len(body) {
+		return body
+	}
+	out := make([]byte, 0, len(body)-len(m.Raw)+2)
+	out = append(out, body[:m.Index]...)
+	out = append(out, "[]"...)
+	return append(out, body[m.Index+len(m.Raw):]...)
 }
 
 func turnKey(session string, h prefixHash) string { return session + "\x00" + string(h[:]) }
@@ -104,30 +116,17 @@ func turnKey(session string, h prefixHash) string { return session + "\x00" + st
 // splice builds the prompt of a conversation whose message hit is an
 // assistant turn hone served: the token path of that call (its prompt and
 // the sampled completion) followed by the template's rendering of what
-// comes after the turn. The turn ends in the rendering at the end-of-turn
-// token that closes it: the path holds one end-of-turn token per turn the
-// template closed before it plus the turn's own (put back when generation
-// stopped without one), and the messages up to the turn are those of the
-// path by meaning, so the rendering closes as many turns up to there.
-func (k *continuity) splice(turn *servedTurn, text string) ([]int32, bool) {
-	n := 0
-	for _, id := range turn.ids {
-		if k.isEOS(id) {
-			n++
-		}
-	}
+// comes after the turn (tail, from spliceTail). eos is the end-of-turn
+// token the template closes the turn with: put back when generation
+// stopped without one (max_tokens or a stop string).
+func (k *continuity) splice(turn *servedTurn, tail string, eos eosToken) []int32 {
+	tailIDs := k.tok.Encode(tail)
+	ids := make([]int32, 0, len(turn.ids)+1+len(tailIDs))
+	ids = append(ids, turn.ids...)
 	if !turn.ended {
-		n++
+		ids = append(ids, eos.id)
 	}
-	end, eos := k.nthEOS(text, n)
-	if end < 0 {
-		return nil, false
-	}
-	ids := slices.Clone(turn.ids)
-	if !turn.ended {
-		ids = append(ids, eos.id) // cut by max_tokens or a stop string: the template closes the turn
-	}
-	return append(ids, k.tok.Encode(text[end:])...), true
+	return append(ids, tailIDs...)
 }
 
 // nthEOS returns where the n-th end-of-turn token of text ends, and which
@@ -190,7 +189,7 @@ func (k *continuity) rememberTurn(session string, prefix prefixHash, prompt []in
 	}
 	ids := make([]int32, 0, len(prompt)+len(ch.TokenIDs))
 	ids = append(append(ids, prompt...), ch.TokenIDs...)
-	k.addTurn(turnKey(session, prefix.chain(replyCanon(nil, ch))),
+	k.turns.Add(turnKey(session, prefix.chain(replyCanon(nil, ch))),
 		&servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
 }
 

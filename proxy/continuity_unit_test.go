@@ -226,10 +226,10 @@ func TestTurnCacheBytes(t *testing.T) {
 	}
 	big := make([]int32, continuityBytes/4/8) // an eighth of the budget
 	for i := 0; i < 20; i++ {
-		k.addTurn("s\x00"+itoa(i), &servedTurn{ids: big})
-		k.addTurn("s\x00"+itoa(i), &servedTurn{ids: big}) // replaced: counted once
+		k.turns.Add("s\x00"+itoa(i), &servedTurn{ids: big})
+		k.turns.Add("s\x00"+itoa(i), &servedTurn{ids: big}) // replaced: counted once
 	}
-	if n, b := k.turns.Len(), k.turnBytes.Load(); n != 8 || b != continuityBytes {
+	if n, b := k.turns.Len(), k.turns.Bytes(); n != 8 || b != continuityBytes {
 		t.Errorf("%d turns, %d bytes; want 8 and %d", n, b, continuityBytes)
 	}
 	if _, ok := k.turns.Get("s\x0019"); !ok {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // RenderRequest renders an OpenAI /v1/chat/completions request body the way
@@ -35,59 +37,139 @@ func (m *Model) RenderRequest(body []byte) (string, error) {
 // RequestInput converts a chat completions request body into the
 // template's Input as vLLM would (see RenderRequest).
 func RequestInput(body []byte) (Input, error) {
-	var req struct {
-		Messages            []json.RawMessage          `json:"messages"`
-		Tools               []json.RawMessage          `json:"tools"`
-		Documents           json.RawMessage            `json:"documents"`
-		AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
-		ContinueFinal       *bool                      `json:"continue_final_message"`
-		TemplateKwargs      map[string]json.RawMessage `json:"chat_template_kwargs"`
+	req, err := ParseRequest(body)
+	if err != nil {
+		return Input{}, err
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return Input{}, fmt.Errorf("parse chat request: %w", err)
-	}
-	in := Input{AddGenerationPrompt: true}
-	if req.AddGenerationPrompt != nil {
-		in.AddGenerationPrompt = *req.AddGenerationPrompt
-	}
-	if req.ContinueFinal != nil {
-		in.ContinueFinalMessage = *req.ContinueFinal
-	}
-	if len(req.Messages) == 0 {
-		return Input{}, errors.New("chat request: no messages")
-	}
-	msgs := make([]json.RawMessage, len(req.Messages))
-	for i, raw := range req.Messages {
-		msg, err := normalizeMessage(raw)
-		if err != nil {
+	msgs := make([]json.RawMessage, len(req.Raw))
+	for i, raw := range req.Raw {
+		if msgs[i], err = NormalizeMessage(raw); err != nil {
 			return Input{}, fmt.Errorf("message %d: %w", i, err)
 		}
-		msgs[i] = msg
 	}
-	in.Messages = joinArray(msgs)
-	if req.Tools != nil {
-		tools := make([]json.RawMessage, len(req.Tools))
-		for i, raw := range req.Tools {
-			t, err := normalizeTool(raw)
-			if err != nil {
-				return Input{}, fmt.Errorf("tool %d: %w", i, err)
-			}
-			tools[i] = t
-		}
-		in.Tools = joinArray(tools)
-	}
-	in.Documents = req.Documents
-	for k, v := range req.TemplateKwargs {
-		if reserved[k] {
-			continue
-		}
-		if in.Kwargs == nil {
-			in.Kwargs = map[string]any{}
-		}
-		in.Kwargs[k] = v
-	}
-	return in, nil
+	req.Input.Messages = JoinMessages(msgs)
+	return req.Input, nil
 }
+
+// Request is a chat completions request read for the template: Input with
+// everything but Messages converted as RequestInput does, and the messages
+// as sent. A caller that renders many requests of one conversation
+// normalises each message once (NormalizeMessage) and joins the ones it
+// renders (JoinMessages).
+type Request struct {
+	Input
+	Raw []json.RawMessage // the messages as sent, not normalised
+}
+
+// ParseRequest reads a chat completions request body (see RequestInput);
+// it does not look inside the messages, which alias body. A repeated
+// top-level key keeps its last value, as Python's json.loads.
+func ParseRequest(body []byte) (Request, error) {
+	if !gjson.ValidBytes(body) {
+		return Request{}, errors.New("parse chat request: not valid JSON")
+	}
+	doc := gjson.ParseBytes(body)
+	if !doc.IsObject() {
+		return Request{}, errors.New("parse chat request: not a JSON object")
+	}
+	req := Request{Input: Input{AddGenerationPrompt: true}}
+	var err error
+	doc.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "messages":
+			req.Raw, err = rawList(v, "messages")
+		case "tools":
+			req.Tools, err = toolList(v)
+		case "documents":
+			req.Documents = json.RawMessage(v.Raw)
+		case "add_generation_prompt":
+			err = optionalBool(v, key.Str, &req.AddGenerationPrompt)
+		case "continue_final_message":
+			err = optionalBool(v, key.Str, &req.ContinueFinalMessage)
+		case "chat_template_kwargs":
+			req.Kwargs, err = kwargs(v)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return Request{}, fmt.Errorf("parse chat request: %w", err)
+	}
+	if len(req.Raw) == 0 {
+		return Request{}, errors.New("chat request: no messages")
+	}
+	return req, nil
+}
+
+// rawList splits a JSON array (null: none).
+func rawList(v gjson.Result, what string) ([]json.RawMessage, error) {
+	if v.Type == gjson.Null {
+		return nil, nil
+	}
+	if !v.IsArray() {
+		return nil, fmt.Errorf("%s is not a list", what)
+	}
+	out := []json.RawMessage{}
+	v.ForEach(func(_, item gjson.Result) bool {
+		out = append(out, json.RawMessage(item.Raw))
+		return true
+	})
+	return out, nil
+}
+
+// toolList normalises the tools (normalizeTool); null is none, [] stays [].
+func toolList(v gjson.Result) (json.RawMessage, error) {
+	raws, err := rawList(v, "tools")
+	if err != nil || raws == nil {
+		return nil, err
+	}
+	tools := make([]json.RawMessage, len(raws))
+	for i, raw := range raws {
+		if tools[i], err = normalizeTool(raw); err != nil {
+			return nil, fmt.Errorf("tool %d: %w", i, err)
+		}
+	}
+	return joinArray(tools), nil
+}
+
+// optionalBool sets *dst from a JSON bool; null leaves it.
+func optionalBool(v gjson.Result, what string, dst *bool) error {
+	switch v.Type {
+	case gjson.Null:
+	case gjson.True, gjson.False:
+		*dst = v.Bool()
+	default:
+		return fmt.Errorf("%s is not a boolean", what)
+	}
+	return nil
+}
+
+// kwargs reads chat_template_kwargs, leaving out the variables the
+// template's own arguments set.
+func kwargs(v gjson.Result) (map[string]any, error) {
+	if v.Type == gjson.Null {
+		return nil, nil
+	}
+	if !v.IsObject() {
+		return nil, errors.New("chat_template_kwargs is not an object")
+	}
+	var out map[string]any
+	v.ForEach(func(k, val gjson.Result) bool {
+		if !reserved[k.Str] {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k.Str] = json.RawMessage(val.Raw)
+		}
+		return true
+	})
+	return out, nil
+}
+
+// NormalizeMessage converts one message as RequestInput does.
+func NormalizeMessage(raw json.RawMessage) (json.RawMessage, error) { return normalizeMessage(raw) }
+
+// JoinMessages makes Input.Messages from normalised messages.
+func JoinMessages(msgs []json.RawMessage) json.RawMessage { return joinArray(msgs) }
 
 // normalizeMessage rebuilds one message as vLLM's parse_chat_messages does.
 func normalizeMessage(raw json.RawMessage) (json.RawMessage, error) {

@@ -1,11 +1,9 @@
 package template
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/tidwall/gjson"
 )
 
 // pyList is a JSON array as the template sees it. It is a Go slice, so the
@@ -57,68 +56,46 @@ const maxJSONDepth = 200
 // ordered dicts (key order kept, as Python's json.loads keeps it), arrays
 // lists, integers int, other numbers float64.
 func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
-	if err != nil {
-		return nil, err
+	if !gjson.ValidBytes(raw) {
+		return nil, errors.New("not valid JSON")
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON value")
-	}
-	return v, nil
+	return decodeValue(gjson.ParseBytes(raw), 0)
 }
 
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
+func decodeValue(r gjson.Result, depth int) (any, error) {
 	if depth > maxJSONDepth {
 		return nil, fmt.Errorf("JSON nested deeper than %d", maxJSONDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '[':
-			list := pyList{}
-			for dec.More() {
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				list = append(list, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return list, nil
-		case '{':
-			d := exec.NewDict()
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				setKey(d, k.(string), v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return d, nil
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	case json.Number:
-		return number(t)
-	case nil:
+	switch r.Type {
+	case gjson.Null:
 		return jsonNull, nil
-	default:
-		return t, nil // string, bool
+	case gjson.True, gjson.False:
+		return r.Type == gjson.True, nil
+	case gjson.String:
+		return r.Str, nil
+	case gjson.Number:
+		return number(json.Number(r.Raw))
 	}
+	var err error
+	if r.IsArray() {
+		list := pyList{}
+		r.ForEach(func(_, item gjson.Result) bool {
+			var v any
+			v, err = decodeValue(item, depth+1)
+			list = append(list, v)
+			return err == nil
+		})
+		return list, err
+	}
+	d := exec.NewDict()
+	r.ForEach(func(k, item gjson.Result) bool {
+		var v any
+		if v, err = decodeValue(item, depth+1); err == nil {
+			setKey(d, k.Str, v)
+		}
+		return err == nil
+	})
+	return d, err
 }
 
 // setKey sets key in d; a repeated key keeps its first position and takes
