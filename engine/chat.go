@@ -138,10 +138,8 @@ func (e *Engine) finishChat(w http.ResponseWriter, r *http.Request, job *chatJob
 			text += ev.Text
 		}
 		msg, calls := e.chatMessage(text, job)
-		c := chatChoice{Index: i, Message: msg, FinishReason: q.out.finish, StopReason: q.out.stopReason}
-		if calls {
-			c.FinishReason = "tool_calls"
-		}
+		c := chatChoice{Index: i, Message: msg, FinishReason: chatFinish(&job.req, calls, q.out.finish, false),
+			StopReason: q.out.stopReason}
 		if job.req.Logprobs {
 			c.Logprobs = &chatLogprobs{Content: e.chatLogprobsFor(evs[i], job.req.ReturnTokensAsTokenIDs)}
 		}

@@ -129,10 +129,7 @@ func (s *chatStream) token(i int, evs []tokenEvent, done bool) {
 		c.TokenIDs = eventIDs(evs)
 	}
 	if done {
-		fin := q.out.finish
-		if s.parsers[i].ToolCalled() {
-			fin = "tool_calls"
-		}
+		fin := chatFinish(&j.req, s.parsers[i].ToolCalled(), q.out.finish, true)
 		c.FinishReason = &fin
 		c.StopReason, _ = json.Marshal(q.out.stopReason)
 	}

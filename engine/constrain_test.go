@@ -159,11 +159,16 @@ func streamChoices(t testing.TB, url string, req map[string]any) []choiceOut {
 }
 
 // checkCalls holds a choice to be valid tool calls of guideTools (only
-// want when set).
+// want when set: a named tool_choice, whose finish_reason is "stop" as in
+// vLLM; "tool_calls" otherwise).
 func checkCalls(c choiceOut, want string) error { return checkToolCalls(c, guideTools, want) }
 
 func checkToolCalls(c choiceOut, tools []map[string]any, want string) error {
-	if c.finish != "tool_calls" || len(c.calls) == 0 || c.content != nil {
+	finish := "tool_calls"
+	if want != "" {
+		finish = "stop"
+	}
+	if c.finish != finish || len(c.calls) == 0 || c.content != nil {
 		return fmt.Errorf("not a tool call: %v", c)
 	}
 	for _, call := range c.calls {
