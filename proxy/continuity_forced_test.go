@@ -87,9 +87,10 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 	for turn, choice := range []any{"required", named, "required", "auto"} {
 		req := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": forcedTools, "tool_choice": choice,
 			"max_tokens": 400, "temperature": 1, "seed": 7 + turn}
-		if turn < 3 {
-			req["parallel_tool_calls"] = false // the random model would add calls up to max_tokens
-		}
+		// the random model would add calls up to max_tokens; under auto (the
+		// last turn) as the OpenAI Agents SDK sends it, which tokens mode
+		// covers for the embedded engine (chatConstrained)
+		req["parallel_tool_calls"] = false
 		hdr := map[string]string{"X-Hone-Session": session}
 		if turn == 3 {
 			req["max_tokens"] = 1
@@ -165,7 +166,7 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 	}
 
 	obs, obsStore, _ := startEngineContinuity(t, ContinuityObserve)
-	forcedSession(t, obs, obsStore, "o1", false) // the embedded engine's chat says tool_calls for a named call
+	forcedSession(t, obs, obsStore, "o1", true) // the embedded engine's chat says stop for a named call, as vLLM
 	drift, leaves, _ = sessionDrift(t, obsStore, "o1", 4)
 	t.Logf("observed: drift %d, %d trajectories", drift, leaves)
 	if drift == 0 {

@@ -208,7 +208,7 @@ func (k *continuity) isEOS(id int32) bool {
 func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	p.sentTo = nil
 	st := p.k.state(e.url)
-	if st == nil || !st.tokens {
+	if st == nil || !st.tokens || !p.tokensOn(e) {
 		return body, uri
 	}
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
