@@ -46,7 +46,9 @@ try {
   const first = await generateText({ ...settings, messages });
   calls += first.steps.length;
   output = first.text;
-  messages.push(...first.response.messages, { role: 'user', content: task.followUp });
+  // responseMessages: every step's messages (the AI SDK 7 `response.messages`
+  // is the last step's only, which would drop the run's tool call and result)
+  messages.push(...first.responseMessages, { role: 'user', content: task.followUp });
   const second = await generateText({ ...settings, messages });
   calls += second.steps.length;
   output = second.text;
