@@ -7,11 +7,15 @@ import { createTool } from '@mastra/core/tools';
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
+// FORCE=1 (the tokens-mode run): a bounded string, so the random tiny model's
+// forced call ends within max_tokens
+const expressionSchema = process.env.FORCE ? z.string().max(24) : z.string();
+
 const run = honeRun('mastra');
 const calculator = createTool({
   id: 'calculator',
   description: 'Evaluate an arithmetic expression.',
-  inputSchema: z.object({ expression: z.string() }),
+  inputSchema: z.object({ expression: expressionSchema }),
   execute: async ({ expression }) => calculate(expression),
 });
 
@@ -33,14 +37,24 @@ let output = '';
 let error = '';
 let calls = 0;
 try {
-  const options = { maxSteps: 3, modelSettings: { maxOutputTokens: maxTokens, maxRetries: 0 } };
+  const options = {
+    maxSteps: 3,
+    modelSettings: { maxOutputTokens: maxTokens, maxRetries: 0 },
+    // FORCE=1 (the tokens-mode run): the first step of each run must call a
+    // tool, one at a time (a random model's list of calls runs to max_tokens)
+    prepareStep: ({ stepNumber }) => (process.env.FORCE && stepNumber === 0
+      ? { toolChoice: 'required', providerOptions: { hone: { parallel_tool_calls: false } } }
+      : undefined),
+  };
   const first = await agent.generate(task.question, options);
   calls += first.steps?.length ?? 0;
   output = first.text ?? '';
-  // No memory store is configured: the follow-up carries the conversation.
+  // No memory store is configured: the follow-up carries the conversation,
+  // the first run's every step included (response.messages: its tool call,
+  // the tool's result and the answer), as memory would.
   const second = await agent.generate([
     { role: 'user', content: task.question },
-    { role: 'assistant', content: output },
+    ...first.response.messages,
     { role: 'user', content: task.followUp },
   ], options);
   calls += second.steps?.length ?? 0;
