@@ -10,8 +10,25 @@ import { agent } from '@llamaindex/workflow';
 import { z } from 'zod';
 import { calculate, errorText, honeRun, maxTokens, model, report, reward, task } from './calculator.mjs';
 
+// FORCE=1 (the tokens-mode run): a bounded string, so the random tiny model's
+// forced call ends within max_tokens
+const expressionSchema = process.env.FORCE ? z.string().max(24) : z.string();
+
+// ForcingOpenAI (FORCE=1, the tokens-mode run): the model must call a tool,
+// one at a time (a random model's list of calls runs to max_tokens), unless
+// the last message is a tool result (then it answers, and the run ends).
+class ForcingOpenAI extends OpenAI {
+  chat(params) {
+    const last = params.messages?.at(-1);
+    if (process.env.FORCE && params.tools?.length && !last?.options?.toolResult) {
+      params = { ...params, additionalChatOptions: { ...params.additionalChatOptions, tool_choice: 'required', parallel_tool_calls: false } };
+    }
+    return super.chat(params);
+  }
+}
+
 const run = honeRun('llamaindex');
-const llm = new OpenAI({
+const llm = new ForcingOpenAI({
   model,
   maxTokens,
   maxRetries: 0,
@@ -20,7 +37,7 @@ const llm = new OpenAI({
 const calculator = tool({
   name: 'calculator',
   description: 'Evaluate an arithmetic expression.',
-  parameters: z.object({ expression: z.string() }),
+  parameters: z.object({ expression: expressionSchema }),
   execute: ({ expression }) => calculate(expression),
 });
 
@@ -37,9 +54,11 @@ try {
     const content = result.data?.result ?? result.data?.message?.content ?? result.data;
     return typeof content === 'string' ? content : JSON.stringify(content ?? '');
   };
-  output = text(await calc.run(task.question));
-  const chatHistory = [{ role: 'user', content: task.question }, { role: 'assistant', content: output }];
-  output = text(await calc.run(task.followUp, { chatHistory }));
+  const first = await calc.run(task.question);
+  output = text(first);
+  // The follow-up runs on the first run's state: its memory holds the whole
+  // conversation (the tool call and its result included).
+  output = text(await calc.run(task.followUp, { state: first.data.state }));
 } catch (e) {
   error = errorText(e);
 }
