@@ -46,3 +46,79 @@ func MatMulShape(c, a, b Tensor, transA, transB bool) (MatMulDims, error) {
 	d.M, d.N, d.K = m, n, ka
 	return d, nil
 }
+
+// Rows splits t into rows of its last dimension (see the package's row
+// convention): a scalar is one row of width 1, a zero width gives no rows.
+func Rows(t Tensor) (n, width int) {
+	s := t.Shape()
+	if len(s) == 0 {
+		return 1, 1
+	}
+	width = s[len(s)-1]
+	if width == 0 {
+		return 0, 0
+	}
+	return t.Len() / width, width
+}
+
+// AttnDims are the dimensions of an attention call: N queries, query rows
+// of QWidth = Heads*HeadDim and key/value rows of KWidth = KVHeads*HeadDim.
+type AttnDims struct {
+	N, QWidth, KWidth int
+}
+
+// AttentionShape checks an attention call's shapes (see Backend.Attention):
+// q [n, Heads*HeadDim], k and v [Past+n, KVHeads*HeadDim], and out (when not
+// nil) as long as q.
+func AttentionShape(out, q, k, v Tensor, a Attn) (AttnDims, error) {
+	n, qw := Rows(q)
+	kn, kw := Rows(k)
+	vn, vw := Rows(v)
+	d := AttnDims{N: n, QWidth: qw, KWidth: kw}
+	if a.Heads <= 0 || a.KVHeads <= 0 || a.HeadDim <= 0 || a.Past < 0 || a.Heads%a.KVHeads != 0 {
+		return d, fmt.Errorf("attention %+v: heads, kv heads and head dim must be positive, heads a multiple of kv heads, past >= 0", a)
+	}
+	if qw != a.Heads*a.HeadDim || kw != a.KVHeads*a.HeadDim || vw != kw || kn != a.Past+n || vn != kn {
+		return d, fmt.Errorf("attention q %v k %v v %v with %+v", q.Shape(), k.Shape(), v.Shape(), a)
+	}
+	if out != nil && out.Len() != q.Len() {
+		return d, fmt.Errorf("attention out %v for q %v", out.Shape(), q.Shape())
+	}
+	return d, nil
+}
+
+// CheckIDs checks that every id lies in [0, vocab).
+func CheckIDs(ids []int32, vocab int) error {
+	for _, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("id %d outside vocabulary [0,%d)", id, vocab)
+		}
+	}
+	return nil
+}
+
+// CheckTargets checks one target per row, each inside the vocabulary.
+func CheckTargets(targets []int32, rows, vocab int) error {
+	if len(targets) != rows {
+		return fmt.Errorf("%d targets for %d rows", len(targets), rows)
+	}
+	return CheckIDs(targets, vocab)
+}
+
+// CheckLen checks that an operand has the length an operation needs.
+func CheckLen(operand string, got, want int) error {
+	if got != want {
+		return fmt.Errorf("%s: length %d, want %d", operand, got, want)
+	}
+	return nil
+}
+
+// RoPEShape checks a RoPE call: one position per row of x, and rows made of
+// whole heads of 2*half elements (half frequencies per head).
+func RoPEShape(x Tensor, positions, half int) (n, width int, err error) {
+	n, width = Rows(x)
+	if positions != n || half <= 0 || width%(2*half) != 0 {
+		return n, width, fmt.Errorf("rope x %v with %d positions, %d frequencies", x.Shape(), positions, half)
+	}
+	return n, width, nil
+}

@@ -41,3 +41,99 @@ func TestMatMulShape(t *testing.T) {
 		}
 	}
 }
+
+func TestRows(t *testing.T) {
+	for _, tc := range []struct {
+		s        shaped
+		n, width int
+	}{
+		{shaped{}, 1, 1},
+		{shaped{7}, 1, 7},
+		{shaped{3, 4}, 3, 4},
+		{shaped{2, 3, 4}, 6, 4},
+		{shaped{3, 0}, 0, 0},
+	} {
+		if n, w := Rows(tc.s); n != tc.n || w != tc.width {
+			t.Errorf("Rows(%v) = %d, %d; want %d, %d", tc.s, n, w, tc.n, tc.width)
+		}
+	}
+}
+
+func TestAttentionShape(t *testing.T) {
+	gqa := Attn{Heads: 4, KVHeads: 2, HeadDim: 8, Past: 3}
+	for _, tc := range []struct {
+		name         string
+		out, q, k, v Tensor
+		a            Attn
+		want         AttnDims
+		err          string
+	}{
+		{"gqa", shaped{5, 32}, shaped{5, 32}, shaped{8, 16}, shaped{8, 16}, gqa, AttnDims{N: 5, QWidth: 32, KWidth: 16}, ""},
+		{"no out", nil, shaped{5, 32}, shaped{8, 16}, shaped{8, 16}, gqa, AttnDims{N: 5, QWidth: 32, KWidth: 16}, ""},
+		{"heads not a multiple", nil, shaped{5, 24}, shaped{8, 16}, shaped{8, 16}, Attn{Heads: 3, KVHeads: 2, HeadDim: 8, Past: 3}, AttnDims{}, "must be positive"},
+		{"zero head dim", nil, shaped{5, 0}, shaped{8, 0}, shaped{8, 0}, Attn{Heads: 4, KVHeads: 2, Past: 3}, AttnDims{}, "must be positive"},
+		{"negative past", nil, shaped{5, 32}, shaped{2, 16}, shaped{2, 16}, Attn{Heads: 4, KVHeads: 2, HeadDim: 8, Past: -3}, AttnDims{}, "must be positive"},
+		{"q width", nil, shaped{5, 16}, shaped{8, 16}, shaped{8, 16}, gqa, AttnDims{}, "attention q"},
+		{"k rows without past", nil, shaped{5, 32}, shaped{5, 16}, shaped{5, 16}, gqa, AttnDims{}, "attention q"},
+		{"v differs from k", nil, shaped{5, 32}, shaped{8, 16}, shaped{8, 8}, gqa, AttnDims{}, "attention q"},
+		{"out length", shaped{4, 32}, shaped{5, 32}, shaped{8, 16}, shaped{8, 16}, gqa, AttnDims{}, "attention out"},
+	} {
+		got, err := AttentionShape(tc.out, tc.q, tc.k, tc.v, tc.a)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestCheckTargets(t *testing.T) {
+	for _, tc := range []struct {
+		targets     []int32
+		rows, vocab int
+		err         string
+	}{
+		{[]int32{0, 9, 4}, 3, 10, ""},
+		{nil, 0, 10, ""},
+		{[]int32{0, 9}, 3, 10, "2 targets for 3 rows"},
+		{[]int32{0, 10, 4}, 3, 10, "id 10 outside vocabulary [0,10)"},
+		{[]int32{-1, 1, 4}, 3, 10, "id -1 outside"},
+	} {
+		err := CheckTargets(tc.targets, tc.rows, tc.vocab)
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("CheckTargets(%v, %d, %d) = %v, want %q", tc.targets, tc.rows, tc.vocab, err, tc.err)
+		}
+	}
+}
+
+func TestCheckLen(t *testing.T) {
+	if err := CheckLen("x", 3, 3); err != nil {
+		t.Errorf("equal lengths: %v", err)
+	}
+	if err := CheckLen("x", 2, 3); err == nil || err.Error() != "x: length 2, want 3" {
+		t.Errorf("unequal lengths: %v", err)
+	}
+}
+
+func TestRoPEShape(t *testing.T) {
+	for _, tc := range []struct {
+		x               shaped
+		positions, half int
+		ok              bool
+	}{
+		{shaped{3, 16}, 3, 4, true},
+		{shaped{3, 16}, 3, 8, true},
+		{shaped{3, 16}, 2, 4, false},
+		{shaped{3, 16}, 3, 0, false},
+		{shaped{3, 12}, 3, 8, false},
+	} {
+		n, w, err := RoPEShape(tc.x, tc.positions, tc.half)
+		if (err == nil) != tc.ok || (tc.ok && (n != tc.x[0] || w != tc.x[1])) {
+			t.Errorf("RoPEShape(%v, %d, %d) = %d, %d, %v", tc.x, tc.positions, tc.half, n, w, err)
+		}
+	}
+}

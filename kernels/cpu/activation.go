@@ -38,12 +38,10 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 // Embedding implements kernels.Backend.
 func (be *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
 	o, tb := data(out), data(table)
-	vocab, width := rows(table)
+	vocab, width := kernels.Rows(table)
 	mustLen("embedding out", len(o), len(ids)*width)
+	checkIDs("embedding", ids, vocab)
 	for i, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			panic("kernels/cpu: embedding id out of range")
-		}
 		copy(o[i*width:(i+1)*width], tb[int(id)*width:(int(id)+1)*width])
 	}
 }
@@ -51,12 +49,10 @@ func (be *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
 // EmbeddingBackward implements kernels.Backend.
 func (be *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
 	dt, do := data(dtable), data(dout)
-	vocab, width := rows(dtable)
+	vocab, width := kernels.Rows(dtable)
 	mustLen("embedding backward", len(do), len(ids)*width)
+	checkIDs("embedding backward", ids, vocab)
 	for i, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			panic("kernels/cpu: embedding id out of range")
-		}
 		row := dt[int(id)*width : (int(id)+1)*width]
 		for j, v := range do[i*width : (i+1)*width] {
 			row[j] += v

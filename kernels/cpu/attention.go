@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/hone-rl/hone/kernels"
@@ -10,14 +9,9 @@ import (
 // attnDims checks an attention call's shapes and returns the query count and
 // the row widths of q and k.
 func attnDims(q, k, v kernels.Tensor, a kernels.Attn) (n, qw, kw int) {
-	n, qw = rows(q)
-	kn, kw := rows(k)
-	vn, vw := rows(v)
-	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || qw != a.Heads*a.HeadDim ||
-		kw != a.KVHeads*a.HeadDim || vw != kw || kn != a.Past+n || vn != kn {
-		panic(fmt.Sprintf("kernels/cpu: attention q %v k %v v %v with %+v", q.Shape(), k.Shape(), v.Shape(), a))
-	}
-	return n, qw, kw
+	d, err := kernels.AttentionShape(nil, q, k, v, a)
+	must(err)
+	return d.N, d.QWidth, d.KWidth
 }
 
 // Attention implements kernels.Backend: per (query, head) for a few queries

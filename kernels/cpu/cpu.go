@@ -123,21 +123,12 @@ func (b *Backend) Fill(t kernels.Tensor, v float32) {
 	}
 }
 
-func mustLen(op string, got, want int) {
-	if got != want {
-		panic(fmt.Sprintf("kernels/cpu: %s: length %d, want %d", op, got, want))
+// must panics with err (a shape error: a programming error) under the
+// backend's prefix.
+func must(err error) {
+	if err != nil {
+		panic("kernels/cpu: " + err.Error())
 	}
 }
 
-// rows splits a tensor into rows of its last dimension.
-func rows(t kernels.Tensor) (n, width int) {
-	s := t.Shape()
-	if len(s) == 0 {
-		return 1, 1
-	}
-	width = s[len(s)-1]
-	if width == 0 {
-		return 0, 0
-	}
-	return t.Len() / width, width
-}
+func mustLen(op string, got, want int) { must(kernels.CheckLen(op, got, want)) }

@@ -43,7 +43,7 @@ func (be *Backend) AXPY(dst, x kernels.Tensor, s float32) {
 // AddRow implements kernels.Backend.
 func (be *Backend) AddRow(dst, v kernels.Tensor) {
 	d, r := data(dst), data(v)
-	n, w := rows(dst)
+	n, w := kernels.Rows(dst)
 	mustLen("addrow", len(r), w)
 	for i := 0; i < n; i++ {
 		row := d[i*w : (i+1)*w]
@@ -56,7 +56,7 @@ func (be *Backend) AddRow(dst, v kernels.Tensor) {
 // SumRows implements kernels.Backend.
 func (be *Backend) SumRows(dst, x kernels.Tensor) {
 	d, s := data(dst), data(x)
-	n, w := rows(x)
+	n, w := kernels.Rows(x)
 	mustLen("sumrows", len(d), w)
 	for i := 0; i < n; i++ {
 		row := s[i*w : (i+1)*w]

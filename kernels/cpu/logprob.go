@@ -20,21 +20,22 @@ func logSumExp(x []float32) float64 {
 	return mx + math.Log(s)
 }
 
-func checkTargets(op string, targets []int32, t, vocab int) {
-	if len(targets) != t {
-		panic(fmt.Sprintf("kernels/cpu: %s: %d targets for %d rows", op, len(targets), t))
+func checkIDs(op string, ids []int32, vocab int) {
+	if err := kernels.CheckIDs(ids, vocab); err != nil {
+		must(fmt.Errorf("%s: %w", op, err))
 	}
-	for _, id := range targets {
-		if id < 0 || int(id) >= vocab {
-			panic(fmt.Sprintf("kernels/cpu: %s: target %d outside vocabulary %d", op, id, vocab))
-		}
+}
+
+func checkTargets(op string, targets []int32, t, vocab int) {
+	if err := kernels.CheckTargets(targets, t, vocab); err != nil {
+		must(fmt.Errorf("%s: %w", op, err))
 	}
 }
 
 // LogProbs implements kernels.Backend.
 func (be *Backend) LogProbs(logp, logits kernels.Tensor, targets []int32) {
 	lp, lg := data(logp), data(logits)
-	n, vocab := rows(logits)
+	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs out", len(lp), n)
 	checkTargets("logprobs", targets, n, vocab)
 	be.parallel(n, 30*vocab, func(lo, hi int) {
@@ -57,7 +58,7 @@ func (be *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
 // LogProbsBackward implements kernels.Backend.
 func (be *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
 	dl, lg, dp := data(dlogits), data(logits), data(dlogp)
-	n, vocab := rows(logits)
+	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs backward dlogits", len(dl), len(lg))
 	mustLen("logprobs backward dlogp", len(dp), n)
 	checkTargets("logprobs backward", targets, n, vocab)
@@ -91,8 +92,8 @@ func vocabChunk(t, vocab int) int {
 // vocabulary chunks.
 func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32) {
 	lp, ls, hd, wd := data(logp), data(lse), data(h), data(w)
-	t, hid := rows(h)
-	vocab, wh := rows(w)
+	t, hid := kernels.Rows(h)
+	vocab, wh := kernels.Rows(w)
 	if wh != hid {
 		panic(fmt.Sprintf("kernels/cpu: token logprobs h %v w %v", h.Shape(), w.Shape()))
 	}
@@ -137,8 +138,8 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32
 // G = dlogp*(onehot - softmax), dh += G*W_chunk and dW_chunk += G^T*h.
 func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
 	dhd, hd, wd, ls, dp := data(dh), data(h), data(w), data(lse), data(dlogp)
-	t, hid := rows(h)
-	vocab, _ := rows(w)
+	t, hid := kernels.Rows(h)
+	vocab, _ := kernels.Rows(w)
 	mustLen("token logprobs backward dh", len(dhd), len(hd))
 	mustLen("token logprobs backward dlogp", len(dp), t)
 	checkTargets("token logprobs backward", targets, t, vocab)

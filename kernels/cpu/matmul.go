@@ -23,9 +23,7 @@ func (be *Backend) MatMul(c, a, b kernels.Tensor, transA, transB bool, alpha, be
 // planMatMul checks shapes and splits a (possibly batched) MatMul into gemms.
 func planMatMul(c, a, b kernels.Tensor, transA, transB bool, alpha, beta float32) []gemm {
 	d, err := kernels.MatMulShape(c, a, b, transA, transB)
-	if err != nil {
-		panic("kernels/cpu: " + err.Error())
-	}
+	must(err)
 	batch, m, n, ka, bBatched := d.Batch, d.M, d.N, d.K, d.BBatched
 	ad, bd, cd := data(a), data(b), data(c)
 	out := make([]gemm, batch)

@@ -9,7 +9,7 @@ import (
 // RMSNorm implements kernels.Backend.
 func (be *Backend) RMSNorm(out, x, w kernels.Tensor, eps float32) {
 	o, xs, ws := data(out), data(x), data(w)
-	n, width := rows(x)
+	n, width := kernels.Rows(x)
 	mustLen("rmsnorm out", len(o), len(xs))
 	mustLen("rmsnorm weight", len(ws), width)
 	be.parallel(n, 4*width, func(lo, hi int) {
@@ -35,7 +35,7 @@ func invRMS(x []float32, eps float32) float32 {
 // g = dy*w: dx = r*g - x * r^3 * mean(g*x); dw += dy * x * r.
 func (be *Backend) RMSNormBackward(dx, dw, dy, x kernels.Tensor, w kernels.Tensor, eps float32) {
 	dxs, dys, xs, ws := data(dx), data(dy), data(x), data(w)
-	n, width := rows(x)
+	n, width := kernels.Rows(x)
 	mustLen("rmsnorm backward dx", len(dxs), len(xs))
 	mustLen("rmsnorm backward dy", len(dys), len(xs))
 	rs := make([]float32, n)

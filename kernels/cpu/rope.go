@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/hone-rl/hone/kernels"
@@ -11,12 +10,10 @@ import (
 // are formed in float32, then cos/sin are taken.
 func (be *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse bool) {
 	xs := data(x)
-	n, width := rows(x)
 	half := len(freqs)
 	headDim := 2 * half
-	if len(pos) != n || half == 0 || width%headDim != 0 {
-		panic(fmt.Sprintf("kernels/cpu: rope x %v with %d positions, %d frequencies", x.Shape(), len(pos), half))
-	}
+	n, width, err := kernels.RoPEShape(x, len(pos), half)
+	must(err)
 	freq := freqs
 	sign := float32(1)
 	if inverse {

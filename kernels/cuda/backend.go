@@ -146,24 +146,15 @@ func i32(x []int32) *C.int32_t {
 	return (*C.int32_t)(unsafe.Pointer(&x[0]))
 }
 
-func mustLen(op string, got, want int) {
-	if got != want {
-		panic(fmt.Sprintf("kernels/cuda: %s: length %d, want %d", op, got, want))
+// must panics with err (a shape error: a programming error) under the
+// backend's prefix.
+func must(err error) {
+	if err != nil {
+		panic("kernels/cuda: " + err.Error())
 	}
 }
 
-// rows splits a tensor into rows of its last dimension.
-func rows(t kernels.Tensor) (n, width int) {
-	s := t.Shape()
-	if len(s) == 0 {
-		return 1, 1
-	}
-	width = s[len(s)-1]
-	if width == 0 {
-		return 0, 0
-	}
-	return t.Len() / width, width
-}
+func mustLen(op string, got, want int) { must(kernels.CheckLen(op, got, want)) }
 
 // New implements kernels.Backend.
 func (b *Backend) New(shape ...int) kernels.Tensor {

@@ -28,9 +28,7 @@ type gemmPlan struct {
 // planMatMul checks MatMul's shapes (see kernels.Backend.MatMul).
 func planMatMul(c, a, bm kernels.Tensor, transA, transB bool) gemmPlan {
 	d, err := kernels.MatMulShape(c, a, bm, transA, transB)
-	if err != nil {
-		panic("kernels/cuda: " + err.Error())
-	}
+	must(err)
 	batch, m, n, ka, bBatched := d.Batch, d.M, d.N, d.K, d.BBatched
 	p := gemmPlan{batch: batch, m: m, n: n, k: ka}
 	if bBatched {
@@ -79,14 +77,14 @@ func (b *Backend) AXPY(dst, x kernels.Tensor, s float32) {
 
 // AddRow implements kernels.Backend.
 func (b *Backend) AddRow(dst, v kernels.Tensor) {
-	n, w := rows(dst)
+	n, w := kernels.Rows(dst)
 	mustLen("addrow", v.Len(), w)
 	b.call("addrow", func(c *C.hone_ctx) C.int { return C.hone_add_row(c, fp(dst), fp(v), C.long(n), C.long(w)) })
 }
 
 // SumRows implements kernels.Backend.
 func (b *Backend) SumRows(dst, x kernels.Tensor) {
-	n, w := rows(x)
+	n, w := kernels.Rows(x)
 	mustLen("sumrows", dst.Len(), w)
 	b.call("sumrows", func(c *C.hone_ctx) C.int { return C.hone_sum_rows(c, fp(dst), fp(x), C.long(n), C.long(w)) })
 }
@@ -105,7 +103,7 @@ func (b *Backend) SumSquares(x kernels.Tensor) float64 { return b.sum(x, true) }
 
 // RMSNorm implements kernels.Backend.
 func (b *Backend) RMSNorm(out, x, w kernels.Tensor, eps float32) {
-	n, width := rows(x)
+	n, width := kernels.Rows(x)
 	mustLen("rmsnorm out", out.Len(), x.Len())
 	mustLen("rmsnorm weight", w.Len(), width)
 	b.call("rmsnorm", func(c *C.hone_ctx) C.int {
@@ -115,7 +113,7 @@ func (b *Backend) RMSNorm(out, x, w kernels.Tensor, eps float32) {
 
 // RMSNormBackward implements kernels.Backend.
 func (b *Backend) RMSNormBackward(dx, dw, dy, x, w kernels.Tensor, eps float32) {
-	n, width := rows(x)
+	n, width := kernels.Rows(x)
 	mustLen("rmsnorm backward dx", dx.Len(), x.Len())
 	mustLen("rmsnorm backward dy", dy.Len(), x.Len())
 	mustLen("rmsnorm backward w", w.Len(), width)
@@ -129,11 +127,9 @@ func (b *Backend) RMSNormBackward(dx, dw, dy, x, w kernels.Tensor, eps float32) 
 
 // RoPE implements kernels.Backend.
 func (b *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse bool) {
-	n, width := rows(x)
 	half := len(freqs)
-	if len(pos) != n || half == 0 || width%(2*half) != 0 {
-		panic(fmt.Sprintf("kernels/cuda: rope x %v with %d positions, %d frequencies", x.Shape(), len(pos), half))
-	}
+	n, width, err := kernels.RoPEShape(x, len(pos), half)
+	must(err)
 	b.call("rope", func(c *C.hone_ctx) C.int {
 		return C.hone_rope(c, fp(x), i32(pos), (*C.float)(&freqs[0]), C.long(n), C.long(width), C.long(half), cbool(inverse))
 	})
@@ -141,15 +137,9 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse b
 
 // checkAttn validates an attention call's shapes and returns the query count.
 func checkAttn(out, q, k, v kernels.Tensor, a kernels.Attn) int {
-	if a.Heads <= 0 || a.KVHeads <= 0 || a.HeadDim <= 0 || a.Heads%a.KVHeads != 0 || a.Past < 0 {
-		panic(fmt.Sprintf("kernels/cuda: attention %+v", a))
-	}
-	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	n := q.Len() / qw
-	if q.Len() != n*qw || out.Len() != q.Len() || k.Len() != (a.Past+n)*kw || v.Len() != k.Len() {
-		panic(fmt.Sprintf("kernels/cuda: attention %+v: q %v k %v v %v out %v", a, q.Shape(), k.Shape(), v.Shape(), out.Shape()))
-	}
-	return n
+	d, err := kernels.AttentionShape(out, q, k, v, a)
+	must(err)
+	return d.N
 }
 
 // Attention implements kernels.Backend.
@@ -196,16 +186,14 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 }
 
 func checkIDs(op string, ids []int32, vocab int) {
-	for _, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			panic(fmt.Sprintf("kernels/cuda: %s: id %d outside [0,%d)", op, id, vocab))
-		}
+	if err := kernels.CheckIDs(ids, vocab); err != nil {
+		must(fmt.Errorf("%s: %w", op, err))
 	}
 }
 
 // Embedding implements kernels.Backend.
 func (b *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
-	vocab, width := rows(table)
+	vocab, width := kernels.Rows(table)
 	mustLen("embedding out", out.Len(), len(ids)*width)
 	checkIDs("embedding", ids, vocab)
 	b.call("embedding", func(c *C.hone_ctx) C.int {
@@ -215,7 +203,7 @@ func (b *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
 
 // EmbeddingBackward implements kernels.Backend.
 func (b *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
-	vocab, width := rows(dtable)
+	vocab, width := kernels.Rows(dtable)
 	mustLen("embedding backward dout", dout.Len(), len(ids)*width)
 	checkIDs("embedding backward", ids, vocab)
 	b.call("embedding backward", func(c *C.hone_ctx) C.int {
@@ -224,14 +212,13 @@ func (b *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
 }
 
 func checkTargets(op string, targets []int32, n, vocab int) {
-	if len(targets) != n {
-		panic(fmt.Sprintf("kernels/cuda: %s: %d targets for %d rows", op, len(targets), n))
+	if err := kernels.CheckTargets(targets, n, vocab); err != nil {
+		must(fmt.Errorf("%s: %w", op, err))
 	}
-	checkIDs(op, targets, vocab)
 }
 
 func (b *Backend) logprobs(op string, out, logits kernels.Tensor, targets []int32, negate bool) {
-	n, vocab := rows(logits)
+	n, vocab := kernels.Rows(logits)
 	mustLen(op+" out", out.Len(), n)
 	checkTargets(op, targets, n, vocab)
 	b.call(op, func(c *C.hone_ctx) C.int {
@@ -251,7 +238,7 @@ func (b *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
 
 // LogProbsBackward implements kernels.Backend.
 func (b *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
-	n, vocab := rows(logits)
+	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs backward dlogits", dlogits.Len(), logits.Len())
 	mustLen("logprobs backward dlogp", dlogp.Len(), n)
 	checkTargets("logprobs backward", targets, n, vocab)
@@ -261,8 +248,8 @@ func (b *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int
 }
 
 func checkToken(op string, h, w kernels.Tensor, targets []int32) (n, hid, vocab int) {
-	n, hid = rows(h)
-	vocab, wh := rows(w)
+	n, hid = kernels.Rows(h)
+	vocab, wh := kernels.Rows(w)
 	if wh != hid {
 		panic(fmt.Sprintf("kernels/cuda: %s: h %v w %v", op, h.Shape(), w.Shape()))
 	}

@@ -37,7 +37,7 @@ type SampleOut struct {
 // (csrc/sample.cu) and brings back only rows*(2+2*topN) numbers. It is the
 // device-side sampling of DESIGN.md, not yet part of kernels.Backend.
 func (b *Backend) Sample(logits kernels.Tensor, params []Sampling, topN int) SampleOut {
-	rows, vocab := rows(logits)
+	rows, vocab := kernels.Rows(logits)
 	if len(params) != rows || topN < 0 || topN > 256 || topN > vocab {
 		panic(fmt.Sprintf("kernels/cuda: sample %v with %d parameter rows, top %d", logits.Shape(), len(params), topN))
 	}
