@@ -405,6 +405,7 @@ func TestFrameworksTokens(t *testing.T) {
 	dir := modelDir(t)
 	modes := []string{proxy.ContinuityObserve, proxy.ContinuityTokens}
 	bases, controls := map[string]string{}, map[string]string{}
+	var tokensReg *prometheus.Registry
 	for _, mode := range modes {
 		reg := prometheus.NewRegistry()
 		bases[mode], controls[mode] = startHoneWith(t, engineURL, func(o *proxy.Options) {
@@ -413,6 +414,7 @@ func TestFrameworksTokens(t *testing.T) {
 		}, reg)
 		if mode == proxy.ContinuityTokens {
 			waitTokensMode(t, reg)
+			tokensReg = reg
 		}
 	}
 	for _, name := range forcingFrameworks {
@@ -429,16 +431,50 @@ func TestFrameworksTokens(t *testing.T) {
 				session := fmt.Sprintf("%s-%s-%d", fw.name, mode, time.Now().UnixNano())
 				env := append([]string{"OPENAI_BASE_URL=" + bases[mode], "OPENAI_API_KEY=dummy", "HONE_SESSION=" + session,
 					"HONE_TASK=forced", "HONE_REWARD=1", "FORCE=1", "HONE_MAX_TOKENS=400"}, fw.env...)
+				before := tokenIDCalls(tokensReg)
 				r := runAgent(t, node, fw.script, env...)
 				view, exps := waitSession(t, controls[mode], session)
 				t.Logf("%s, %s: %d calls, drift %d, %d trajectories (agent error %q)", fw.name, mode, view.Calls, view.Drift,
 					len(exps), r.Error)
-				if mode == proxy.ContinuityTokens && view.Drift != 0 {
+				if mode != proxy.ContinuityTokens {
+					return
+				}
+				if view.Drift != 0 {
 					t.Errorf("%s in tokens mode: drift %d", fw.name, view.Drift)
+				}
+				// Every call goes as token ids but streamed forced ones (not
+				// covered: LlamaIndex.TS's agent streams), so drift 0 is
+				// tokens mode's doing, not every call left to the chat endpoint.
+				want := float64(view.Calls)
+				if fw.name == "llamaindex" {
+					want = float64(view.Calls) / 2
+				}
+				if got := tokenIDCalls(tokensReg) - before; got != want {
+					t.Errorf("%s in tokens mode: %v of %d calls sent as token ids, want %v", fw.name, got, view.Calls, want)
 				}
 			})
 		}
 	}
+}
+
+// tokenIDCalls is how many calls hone sent as token ids
+// (hone_continuity_calls_total rendered and spliced).
+func tokenIDCalls(reg *prometheus.Registry) float64 {
+	mfs, _ := reg.Gather()
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "hone_continuity_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && (l.GetValue() == "rendered" || l.GetValue() == "spliced") {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // waitTokensMode waits until hone's continuity probe passed
