@@ -48,6 +48,16 @@ type Backend interface {
 	// Name identifies the backend ("cpu", "cuda").
 	Name() string
 
+	// Err returns the first device error (out of memory, a launch failure, a
+	// fault) since the backend was made or since ClearErr; once it is set,
+	// operations are no-ops and their outputs undefined. Shape mismatches
+	// stay panics: they are programming errors. Callers check Err at their
+	// boundaries (once per forward, backward or optimiser step), not per op.
+	Err() error
+	// ClearErr forgets the recorded error. Tensors made while it was set
+	// hold no storage: free them and make them again.
+	ClearErr()
+
 	// New allocates a zero-filled tensor.
 	New(shape ...int) Tensor
 	// Upload copies host data (len == product of shape) into a new tensor.

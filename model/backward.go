@@ -14,7 +14,11 @@ import (
 // used (when g has adapter gradients) and every weight (when g has base
 // gradients). act stays valid; call act.Free when done.
 func (m *Model) Backward(ctx context.Context, act *Activations, dlogp [][]float32, g *Grads) error {
-	if err := m.backward(ctx, act, dlogp, g); err != nil {
+	err := m.backward(ctx, act, dlogp, g)
+	if err == nil {
+		err = m.be.Err() // a device error makes the gradients undefined
+	}
+	if err != nil {
 		return fmt.Errorf("backward: %w", err)
 	}
 	return nil

@@ -69,6 +69,9 @@ func (m *Model) Forward(ctx context.Context, steps []Step) ([][]float32, error) 
 		last[i] = int32(s.off + s.n - 1)
 	}
 	out, err := m.run(ctx, b, last)
+	if err == nil {
+		err = m.be.Err() // a device error makes out undefined
+	}
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}

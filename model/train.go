@@ -105,6 +105,11 @@ func (g *Grads) Free() {
 // token t+1: LogProbs returns len(seq)-1 values per sequence.
 func (m *Model) ForwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*Activations, error) {
 	act, err := m.forwardTrain(ctx, seqs, a)
+	if err == nil {
+		if err = m.be.Err(); err != nil { // a device error makes act undefined
+			act.Free()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("forward train: %w", err)
 	}

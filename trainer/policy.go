@@ -128,6 +128,9 @@ func (p *Policy) optimize(lr, maxNorm float64, o AdamWOptions) (float64, error) 
 	}
 	norm := math.Sqrt(ss)
 	defer p.grads.Zero()
+	if err := p.be.Err(); err != nil {
+		return 0, fmt.Errorf("optimizer step refused: %w", err)
+	}
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return norm, fmt.Errorf("gradient norm is %v: %w", norm, errNonFinite)
 	}

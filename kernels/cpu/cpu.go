@@ -48,6 +48,13 @@ func New(workers int) *Backend {
 // Name implements kernels.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
+// Err implements kernels.Backend: host memory has no device errors (an
+// allocation failure is the Go runtime's), so it is always nil.
+func (b *Backend) Err() error { return nil }
+
+// ClearErr implements kernels.Backend.
+func (b *Backend) ClearErr() {}
+
 func numel(shape []int) int {
 	n := 1
 	for _, d := range shape {

@@ -32,6 +32,7 @@ type Backend struct {
 	ctx     *C.hone_ctx
 	name    string
 	variant string
+	err     error // the first device error (sticky until ClearErr)
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -42,7 +43,10 @@ type tensor struct {
 	shape []int
 	n     int
 	view  bool
-	bf16  bool // bfloat16 storage (bf16.go); no kernels.Backend operation takes it yet
+	// failed marks a tensor made while an error was recorded: it has no
+	// storage.
+	failed bool
+	bf16   bool // bfloat16 storage (bf16.go); no kernels.Backend operation takes it yet
 }
 
 func (t *tensor) Shape() []int { return t.shape }
@@ -89,15 +93,36 @@ func (b *Backend) setChunk(elems int) {
 	C.hone_set_chunk(b.ctx, C.long(elems))
 }
 
-// call runs one C call under the lock and panics with the context's error
-// if it failed. The kernels.Backend interface has no error path yet (see
-// DESIGN.md); a device error is as fatal as a shape mismatch is on the CPU.
-func (b *Backend) call(op string, fn func(*C.hone_ctx) C.int) {
+// call runs one C call under the lock unless an error is recorded, and
+// records the context's error (naming the backend and op) if the call fails.
+// It reports whether the call ran and succeeded.
+func (b *Backend) call(op string, fn func(*C.hone_ctx) C.int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if fn(b.ctx) != 0 {
-		panic(fmt.Sprintf("kernels/%s: %s: %s", b.name, op, C.GoString(C.hone_last_error(b.ctx))))
+	if b.err != nil {
+		return false
 	}
+	if fn(b.ctx) != 0 {
+		b.err = fmt.Errorf("kernels/%s: %s: %s", b.name, op, C.GoString(C.hone_last_error(b.ctx)))
+		return false
+	}
+	return true
+}
+
+// Err implements kernels.Backend.
+func (b *Backend) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// ClearErr implements kernels.Backend: it also clears the context's sticky
+// error on the C side.
+func (b *Backend) ClearErr() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.err = nil
+	C.hone_clear_error(b.ctx)
 }
 
 func numel(shape []int) int {
@@ -111,14 +136,29 @@ func numel(shape []int) int {
 	return n
 }
 
-// dev returns t's device tensor, panicking on a foreign or freed one.
+// dev returns t's device tensor, panicking on a foreign or freed one, or
+// one whose allocation failed. Operations call it (through fp) inside call,
+// so a tensor made while an error is recorded is never reached.
 func dev(t kernels.Tensor) *tensor {
 	ct, ok := t.(*tensor)
 	if !ok {
 		panic(fmt.Sprintf("kernels/cuda: tensor of type %T is not a cuda tensor", t))
 	}
 	if ct.ptr == nil && ct.n > 0 {
+		if ct.failed {
+			panic("kernels/cuda: use of a tensor made while the backend's Err was set")
+		}
 		panic("kernels/cuda: use of a freed tensor")
+	}
+	return ct
+}
+
+// host returns t as a cuda tensor, panicking on a foreign one; unlike dev it
+// accepts a tensor without storage (for shape checks outside call).
+func host(t kernels.Tensor) *tensor {
+	ct, ok := t.(*tensor)
+	if !ok {
+		panic(fmt.Sprintf("kernels/cuda: tensor of type %T is not a cuda tensor", t))
 	}
 	return ct
 }
@@ -166,6 +206,7 @@ func (b *Backend) New(shape ...int) kernels.Tensor {
 		}
 		return C.hone_zero(c, t.ptr, C.size_t(4*n))
 	})
+	t.failed = t.ptr == nil && n > 0
 	return t
 }
 
@@ -181,29 +222,33 @@ func (b *Backend) Upload(src []float32, shape ...int) kernels.Tensor {
 		}
 		return C.hone_upload(c, t.ptr, unsafe.Pointer(&src[0]), C.size_t(4*len(src)))
 	})
+	t.failed = t.ptr == nil && len(src) > 0
 	return t
 }
 
 // Download implements kernels.Backend.
 func (b *Backend) Download(dst []float32, t kernels.Tensor) {
-	d := dev(t)
+	d := host(t)
 	mustLen("download", len(dst), d.n)
 	if d.n == 0 {
 		return
 	}
 	b.call("download", func(c *C.hone_ctx) C.int {
-		return C.hone_download(c, unsafe.Pointer(&dst[0]), d.ptr, C.size_t(4*d.n))
+		return C.hone_download(c, unsafe.Pointer(&dst[0]), dev(d).ptr, C.size_t(4*d.n))
 	})
 }
 
 // View implements kernels.Backend.
 func (b *Backend) View(t kernels.Tensor, offset int, shape ...int) kernels.Tensor {
-	d := dev(t)
+	d := host(t)
 	n := numel(shape)
 	if offset < 0 || offset+n > d.n {
 		panic(fmt.Sprintf("kernels/cuda: view [%d,%d) of %d elements", offset, offset+n, d.n))
 	}
-	return &tensor{ptr: unsafe.Add(d.ptr, 4*offset), shape: append([]int(nil), shape...), n: n, view: true}
+	if d.failed {
+		return &tensor{shape: append([]int(nil), shape...), n: n, view: true, failed: true}
+	}
+	return &tensor{ptr: unsafe.Add(dev(d).ptr, 4*offset), shape: append([]int(nil), shape...), n: n, view: true}
 }
 
 // Free implements kernels.Backend.
@@ -212,15 +257,18 @@ func (b *Backend) Free(t kernels.Tensor) {
 	if !ok || d.view || d.ptr == nil {
 		return
 	}
-	b.call("free", func(c *C.hone_ctx) C.int { return C.hone_free(c, d.ptr) })
-	d.ptr = nil
+	// A failed free (or one skipped under an error) keeps the pointer, so
+	// the tensor can be freed again after ClearErr.
+	if b.call("free", func(c *C.hone_ctx) C.int { return C.hone_free(c, d.ptr) }) {
+		d.ptr = nil
+	}
 }
 
 // Copy implements kernels.Backend.
 func (b *Backend) Copy(dst, src kernels.Tensor) {
-	d, s := dev(dst), dev(src)
+	d, s := host(dst), host(src)
 	mustLen("copy", s.n, d.n)
-	b.call("copy", func(c *C.hone_ctx) C.int { return C.hone_copy(c, d.ptr, s.ptr, C.size_t(4*d.n)) })
+	b.call("copy", func(c *C.hone_ctx) C.int { return C.hone_copy(c, dev(d).ptr, dev(s).ptr, C.size_t(4*d.n)) })
 }
 
 // Fill implements kernels.Backend.
