@@ -1,0 +1,114 @@
+// Package memplan computes how much GPU memory a co-located LoRA trainer needs
+// beside an inference engine, and how many tokens one micro-batch may hold.
+//
+// It is arithmetic from the model's shapes (the plan in kernels/cuda/DESIGN.md),
+// not a measurement: no GPU has run hone's CUDA backend yet. It assumes per-layer
+// activation checkpointing (the layer inputs are kept, one layer's activations
+// are recomputed for its backward) and tiled attention (no seq x seq scores).
+package memplan
+
+import "fmt"
+
+// Shapes are the transformer dimensions the plan depends on.
+type Shapes struct {
+	Hidden, Layers, Heads, KVHeads, HeadDim, MLP, Vocab int
+	TiedEmbeddings                                      bool
+}
+
+// Request is what is planned: a model beside an engine on one GPU.
+type Request struct {
+	Model Shapes
+	// Rank is the LoRA rank; LoRA sits on q, k, v, o, gate, up and down.
+	Rank int
+	// SeqLen is the longest training sequence in tokens.
+	SeqLen int
+	// GPUBytes is the device's total memory (from go-nvml, or given).
+	GPUBytes int64
+	// EngineUtilization is the engine's gpu_memory_utilization (its share of GPUBytes).
+	EngineUtilization float64
+	// ContextBytes is the CUDA context of the trainer's process; 0 means 1 GB.
+	ContextBytes int64
+	// LogitChunk is how many logits the chunked log-prob holds at once; 0 means 2^24.
+	LogitChunk int64
+}
+
+// Plan is the trainer's memory budget and what it spends it on, in bytes.
+type Plan struct {
+	Params                 int64 // base model parameters
+	LoRAParams             int64
+	Budget                 int64 // GPU less the engine's share less the CUDA context
+	BaseWeights            int64 // bf16
+	LoRAState              int64 // fp32 params + grads + AdamW m, v
+	Checkpoints            int64 // layer inputs for SeqLen tokens, fp32
+	LayerActs              int64 // one layer's recomputed activations for SeqLen tokens
+	BackwardScratch        int64 // bounded by LayerActs
+	LogProbChunk           int64
+	Total                  int64 // for one SeqLen sequence
+	PerToken               int64 // bytes each micro-batch token costs
+	MicroBatchTokens       int64 // token budget of one micro-batch
+	MicroBatchSequences    int64 // whole SeqLen sequences per micro-batch
+	ActFloatsPerTokenLayer int64
+}
+
+// Params counts the base model's parameters (norm weights included).
+func (s Shapes) Params() int64 {
+	h, q, kv := int64(s.Hidden), int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
+	layer := h*q + 2*h*kv + q*h + 3*h*int64(s.MLP) + 2*h + 2*int64(s.HeadDim)
+	emb := int64(s.Vocab) * h
+	if !s.TiedEmbeddings {
+		emb *= 2
+	}
+	return int64(s.Layers)*layer + emb + h
+}
+
+// LoRAParams counts LoRA parameters at rank r on q, k, v, o, gate, up and down.
+func (s Shapes) LoRAParams(r int) int64 {
+	h, q, kv, m := int64(s.Hidden), int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim), int64(s.MLP)
+	per := (h + q) + 2*(h+kv) + (q + h) + 2*(h+m) + (m + h)
+	return int64(s.Layers) * int64(r) * per
+}
+
+// ActFloatsPerToken is one layer's kept activations per token, the fields of
+// model/'s layerActs: four hidden-sized (xIn, h1, xMid, h2), three query-sized
+// (q, qr, att), three KV-sized (k, v, kr) and three MLP-sized (gate, up, ac);
+// 68,608 for Qwen3-8B, the figure in kernels/cuda/DESIGN.md.
+func (s Shapes) ActFloatsPerToken() int64 {
+	return 4*int64(s.Hidden) + 3*int64(s.Heads*s.HeadDim) + 3*int64(s.KVHeads*s.HeadDim) + 3*int64(s.MLP)
+}
+
+// Make computes the plan, or an error with the numbers when one SeqLen sequence
+// does not fit in the trainer's budget.
+func Make(r Request) (Plan, error) {
+	if r.Rank <= 0 || r.SeqLen <= 0 || r.GPUBytes <= 0 || r.EngineUtilization < 0 || r.EngineUtilization >= 1 {
+		return Plan{}, fmt.Errorf("memplan: invalid request (rank %d, seq %d, gpu %d B, engine share %g)",
+			r.Rank, r.SeqLen, r.GPUBytes, r.EngineUtilization)
+	}
+	ctx, chunk := r.ContextBytes, r.LogitChunk
+	if ctx == 0 {
+		ctx = 1e9
+	}
+	if chunk == 0 {
+		chunk = 1 << 24
+	}
+	s, seq := r.Model, int64(r.SeqLen)
+	p := Plan{Params: s.Params(), LoRAParams: s.LoRAParams(r.Rank), ActFloatsPerTokenLayer: s.ActFloatsPerToken()}
+	p.Budget = int64(float64(r.GPUBytes)*(1-r.EngineUtilization)) - ctx
+	p.BaseWeights = 2 * p.Params
+	p.LoRAState = 16 * p.LoRAParams
+	p.LogProbChunk = 4 * chunk
+	ckpt := 4 * int64(s.Hidden) * int64(s.Layers)
+	acts := 4 * p.ActFloatsPerTokenLayer
+	p.PerToken = ckpt + 2*acts
+	p.Checkpoints, p.LayerActs, p.BackwardScratch = ckpt*seq, acts*seq, acts*seq
+	fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk
+	p.Total = fixed + p.PerToken*seq
+	if p.Total > p.Budget {
+		return p, fmt.Errorf("memplan: one %d-token sequence needs %.1f GB, the trainer has %.1f GB (%.0f GB GPU, engine %.2f, context %.1f GB)",
+			seq, gb(p.Total), gb(p.Budget), gb(r.GPUBytes), r.EngineUtilization, gb(ctx))
+	}
+	p.MicroBatchTokens = (p.Budget - fixed) / p.PerToken
+	p.MicroBatchSequences = p.MicroBatchTokens / seq
+	return p, nil
+}
+
+func gb(b int64) float64 { return float64(b) / 1e9 }

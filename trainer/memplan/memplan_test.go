@@ -1,0 +1,58 @@
+package memplan
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+var qwen3_8B = Shapes{Hidden: 4096, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128, MLP: 12288, Vocab: 151936}
+
+// TestQwen3_8BPlan reproduces the table in kernels/cuda/DESIGN.md and the README.
+func TestQwen3_8BPlan(t *testing.T) {
+	p, err := Make(Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 0.45})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(name string, got int64, wantGB, tol float64) {
+		if math.Abs(gb(got)-wantGB) > tol {
+			t.Errorf("%s = %.3f GB, want %.2f", name, gb(got), wantGB)
+		}
+	}
+	near("base weights", p.BaseWeights, 16.4, 0.05)
+	near("LoRA state", p.LoRAState, 0.7, 0.01)
+	near("checkpoints", p.Checkpoints, 4.8, 0.05)
+	near("layer acts", p.LayerActs, 2.25, 0.01)
+	near("backward scratch", p.BackwardScratch, 2.3, 0.06)
+	near("log-prob chunk", p.LogProbChunk, 0.1, 0.05)
+	near("total", p.Total, 26.5, 0.1)
+	near("budget", p.Budget, 43, 0.01)
+	if p.ActFloatsPerTokenLayer != 68608 {
+		t.Errorf("layer acts per token %d, want 68608", p.ActFloatsPerTokenLayer)
+	}
+	if p.LoRAParams/36 != 1212416 {
+		t.Errorf("LoRA params per layer %d, want 1212416", p.LoRAParams/36)
+	}
+	if p.MicroBatchSequences != 2 || p.MicroBatchTokens < 16384 {
+		t.Errorf("micro-batch %d tokens, %d sequences; want >= 16384 tokens, 2 sequences", p.MicroBatchTokens, p.MicroBatchSequences)
+	}
+}
+
+func TestRefusesWithNumbers(t *testing.T) {
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"24GB beside engine", Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 24e9, EngineUtilization: 0.45}, "needs 26.5 GB, the trainer has 12.2 GB"},
+		{"bad share", Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 1}, "invalid request"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Make(tc.req)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
