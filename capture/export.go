@@ -145,7 +145,7 @@ func (s *Store) Export(ctx context.Context, f ExportFilter, fn func(*Row) error)
 		if err != nil {
 			return err
 		}
-		tr := buildTrie(calls)
+		tr, _ := buildTrie(calls)
 		if f.Trajectories {
 			for i, leaf := range tr.leaves() {
 				if err := fn(trajectoryRow(rec, tr, leaf, i, rule)); err != nil {

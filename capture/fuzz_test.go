@@ -231,7 +231,10 @@ func FuzzTrie(f *testing.F) {
 			calls = append(calls, c)
 			paths = append(paths, append(append([]int32(nil), prompt...), comp...))
 		}
-		tr := buildTrie(calls)
+		tr, drifts := buildTrie(calls)
+		if len(drifts) != tr.drift {
+			t.Fatalf("%d drifts explained, %d counted", len(drifts), tr.drift)
+		}
 		for _, leaf := range tr.leaves() {
 			tokens, mask, _, _, steps := trajectory(leaf, func(string) *float64 { return nil })
 			want := append(append([]int32(nil), leaf.call.PromptIDs...), leaf.call.Choices[0].TokenIDs...)

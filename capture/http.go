@@ -221,6 +221,9 @@ type CallView struct {
 	MeanLogprob      *float64  `json:"mean_logprob,omitempty"`
 	FinishReason     string    `json:"finish_reason,omitempty"`
 	Reward           *float64  `json:"reward,omitempty"`
+	// Drift is the cause when the call extended no earlier path of its
+	// session (see the session's drifts for the message).
+	Drift string `json:"drift,omitempty"`
 }
 
 // SessionView is the GET /v1/sessions/{id} body.
@@ -268,9 +271,19 @@ func (s *Store) handleSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if len(calls) >= rec.Calls {
+		rec.Drifts = SessionDrifts(calls)
+		rec.Drift = len(rec.Drifts)
+	}
+	causes := map[string]string{}
+	for _, d := range rec.Drifts {
+		causes[d.Call] = d.Cause
+	}
 	v := SessionView{Session: rec, Reward: rec.SessionReward(s.opts.Reward.Combine), CallViews: []CallView{}}
 	for _, c := range calls {
-		v.CallViews = append(v.CallViews, ViewCall(c, rec, s.opts.Reward.Combine))
+		cv := ViewCall(c, rec, s.opts.Reward.Combine)
+		cv.Drift = causes[c.ID]
+		v.CallViews = append(v.CallViews, cv)
 	}
 	writeJSON(w, http.StatusOK, v)
 }

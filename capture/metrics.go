@@ -10,7 +10,7 @@ type metrics struct {
 	dropped       prometheus.Counter
 	stored        prometheus.Counter
 	storedBytes   prometheus.Counter
-	drift         prometheus.Counter
+	drift         *prometheus.CounterVec // by cause
 	sessions      *prometheus.CounterVec // by selection decision
 	skippedCalls  prometheus.Counter
 	skippedEvents *prometheus.CounterVec // reward/commit headers on skipped sessions
@@ -29,10 +29,11 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, error) {
 	m := &metrics{
-		dropped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_dropped_total", Help: "Captured calls dropped because the queue was full or the store closed."}),
-		stored:        prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_calls_stored_total", Help: "Calls written to the store."}),
-		storedBytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_stored_bytes_total", Help: "Encoded bytes of calls written (before compression)."}),
-		drift:         prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_trajectory_drift_total", Help: "Calls that extended no earlier path of their session."}),
+		dropped:     prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_dropped_total", Help: "Captured calls dropped because the queue was full or the store closed."}),
+		stored:      prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_calls_stored_total", Help: "Calls written to the store."}),
+		storedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_stored_bytes_total", Help: "Encoded bytes of calls written (before compression)."}),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_trajectory_drift_total",
+			Help: "Calls that extended no earlier path of their session, by cause (tool_arguments, reasoning, edited, unknown)."}, []string{"cause"}),
 		sessions:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_capture_sessions_total", Help: "Sessions seen, by selection decision."}, []string{"decision"}),
 		skippedCalls:  prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_skipped_calls_total", Help: "Calls of sessions not selected for capture."}),
 		skippedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_capture_skipped_events_total", Help: "Reward or commit headers on skipped sessions."}, []string{"kind"}),
@@ -48,6 +49,9 @@ func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, erro
 		continuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_continuations_total", Help: "Continuation sessions started by a call for a consumed session."}),
 		rebuilds:      prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_rebuilds_total", Help: "Ready sessions whose experiences were withdrawn and rebuilt (a call or reward arrived after they were ready)."}),
 		expired:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_expired_sessions_total", Help: "Sessions dropped because calls expired (retention.call_ttl) before their experiences were built."}),
+	}
+	for _, c := range DriftCauses {
+		m.drift.WithLabelValues(c) // every cause shows, at 0 until it happens
 	}
 	if reg == nil {
 		return m, nil

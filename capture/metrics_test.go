@@ -36,6 +36,10 @@ func TestMetricsRegisteredAndDriftCounted(t *testing.T) {
 	if _, err := s.Commit(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
+	rec, _, err := s.GetSession(ctx, "m")
+	if err != nil || len(rec.Drifts) != 1 || rec.Drifts[0].Call != "b" || rec.Drifts[0].Against != "a" || rec.Drifts[0].Cause != DriftEdited {
+		t.Errorf("stored drifts %+v (%v)", rec.Drifts, err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -45,14 +49,15 @@ func TestMetricsRegisteredAndDriftCounted(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			for _, l := range m.GetLabel() {
-				if l.GetValue() == "ready" {
-					got[mf.GetName()+"{ready}"] = v
+				if l.GetValue() == "ready" || l.GetName() == "cause" {
+					got[mf.GetName()+"{"+l.GetValue()+"}"] = v
 				}
 			}
 			got[mf.GetName()] += v
 		}
 	}
-	want := map[string]float64{"hone_trajectory_drift_total": 1, "hone_capture_calls_stored_total": 2,
+	want := map[string]float64{"hone_trajectory_drift_total": 1, "hone_trajectory_drift_total{edited}": 1,
+		"hone_trajectory_drift_total{tool_arguments}": 0, "hone_trajectory_drift_total{unknown}": 0, "hone_capture_calls_stored_total": 2,
 		"hone_capture_experiences_total": 2, "hone_capture_sessions{ready}": 1, "hone_capture_queue_depth": 0, "hone_capture_dropped_total": 0}
 	for name, w := range want {
 		if v, ok := got[name]; !ok || v != w {

@@ -148,21 +148,28 @@ func (t *tx) buildExperiences(rec *Session) ([]Experience, int, error) {
 	if missing := rec.Calls - len(calls); missing > 0 {
 		return nil, missing, nil
 	}
-	tr := buildTrie(calls)
-	rec.Drift = tr.drift
-	if tr.drift > 0 {
-		d := float64(tr.drift)
-		t.after = append(t.after, func() { t.s.m.drift.Add(d) })
+	tr, drifts := buildTrie(calls)
+	// A rebuilt session counts only the drifts its last build did not.
+	before := driftCounts(rec.Drifts)
+	rec.Drift, rec.Drifts = tr.drift, drifts
+	for cause, n := range driftCounts(drifts) {
+		if d := float64(n - before[cause]); d > 0 {
+			t.after = append(t.after, func() { t.s.m.drift.WithLabelValues(cause).Add(d) })
+		}
 	}
 	return experiencesOf(rec, tr, t.s.opts.Reward.Combine), 0, nil
 }
 
-func buildTrie(calls []*Call) *trie {
+// buildTrie stitches calls (in seq order) and explains each drift.
+func buildTrie(calls []*Call) (*trie, []Drift) {
 	tr := &trie{}
-	for _, c := range calls {
-		tr.add(c)
+	var drifts []Drift
+	for i, c := range calls {
+		if tr.add(c) {
+			drifts = append(drifts, classifyDrift(c, calls[:i]))
+		}
 	}
-	return tr
+	return tr, drifts
 }
 
 // experiencesOf materialises every leaf of a session's trie.

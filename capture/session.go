@@ -60,7 +60,10 @@ type Session struct {
 	RunID    string    `json:"run_id,omitempty"`
 	Closed   string    `json:"closed_by,omitempty"` // commit, header, idle, trinity
 	Drift    int       `json:"drift"`
-	Cursors  []uint64  `json:"cursors,omitempty"` // ready-queue cursors of its experiences
+	// Drifts says where and why calls drifted, as of the last build of
+	// the session's experiences.
+	Drifts  []Drift  `json:"drifts,omitempty"`
+	Cursors []uint64 `json:"cursors,omitempty"` // ready-queue cursors of its experiences
 
 	// Owner is the opaque client id of the session's first call ("" when
 	// hone runs without client keys). See doc.go, Ownership.

@@ -244,7 +244,7 @@ func BenchmarkTrieLongSession(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		tr := buildTrie(calls)
+		tr, _ := buildTrie(calls)
 		if len(tr.leaves()) != 1 || tr.drift != 0 {
 			b.Fatalf("leaves %d drift %d", len(tr.leaves()), tr.drift)
 		}

@@ -133,7 +133,7 @@ func TestTrieBranchesAndDrift(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := buildTrie(tc.build())
+			tr, _ := buildTrie(tc.build())
 			ls := tr.leaves()
 			if len(ls) != tc.leaves || tr.drift != tc.drift {
 				t.Fatalf("leaves %d drift %d, want %d %d", len(ls), tr.drift, tc.leaves, tc.drift)
@@ -163,7 +163,7 @@ func TestTrieSkipsCallsWithoutTokens(t *testing.T) {
 	prompts, replies := toolSession()
 	c := v.makeCall("a", "s", prompts[0], replies[0], 1)
 	c.Choices[0].TokenIDs = nil
-	tr := buildTrie([]*Call{c})
+	tr, _ := buildTrie([]*Call{c})
 	if len(tr.leaves()) != 0 || tr.skipped != 1 {
 		t.Fatalf("leaves %d skipped %d, want 0 1", len(tr.leaves()), tr.skipped)
 	}

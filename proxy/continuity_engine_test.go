@@ -42,8 +42,15 @@ func serveTinyEngine(t *testing.T) string {
 // capture store.
 func startEngineContinuity(t *testing.T, mode string) (*testHone, *capture.Store, string) {
 	t.Helper()
+	return startEngineContinuityIn(t, mode, prometheus.NewRegistry())
+}
+
+// startEngineContinuityIn is startEngineContinuity with the store's metrics
+// in reg.
+func startEngineContinuityIn(t *testing.T, mode string, reg prometheus.Registerer) (*testHone, *capture.Store, string) {
+	t.Helper()
 	url := serveTinyEngine(t)
-	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
+	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

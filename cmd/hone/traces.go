@@ -209,7 +209,11 @@ func tracesShow(ctx context.Context, s *capture.Store, id string, out io.Writer)
 		return err
 	}
 	rule := s.RewardRule()
-	fmt.Fprintf(out, "session %s  state %s  calls %d  task %s  model %s  drift %d\n", rec.ID, rec.State, rec.Calls, dash(rec.Task), dash(rec.Model), rec.Drift)
+	drifts := map[string]capture.Drift{}
+	for _, d := range rec.DriftsOf(calls) {
+		drifts[d.Call] = d
+	}
+	fmt.Fprintf(out, "session %s  state %s  calls %d  task %s  model %s  drift %d\n", rec.ID, rec.State, rec.Calls, dash(rec.Task), dash(rec.Model), len(drifts))
 	if len(rec.Tags) > 0 {
 		fmt.Fprintf(out, "tags %s\n", strings.Join(rec.Tags, ","))
 	}
@@ -234,14 +238,21 @@ func tracesShow(ctx context.Context, s *capture.Store, id string, out io.Writer)
 			fmt.Fprintf(out, "  reward %+.4g", *v.Reward)
 		}
 		fmt.Fprintln(out)
+		d, drifted := drifts[c.ID]
+		if drifted {
+			printDrift(out, d)
+		}
 		if p := gjson.GetBytes(c.Request, "prompt"); p.Exists() {
 			fmt.Fprintf(out, "prompt: %s\n", indent(p.String()))
 		}
 		msgs := gjson.GetBytes(c.Request, "messages").Array()
-		if seen > len(msgs) {
+		if seen > len(msgs) || drifted {
 			seen = 0 // not an extension of the previous call: print it whole
 		}
-		for _, m := range msgs[seen:] {
+		for i, m := range msgs[seen:] {
+			if drifted && seen+i == d.Message {
+				fmt.Fprintln(out, "!! differs:")
+			}
 			printMessage(out, m)
 		}
 		for i := range c.Choices {
@@ -250,6 +261,25 @@ func tracesShow(ctx context.Context, s *capture.Store, id string, out io.Writer)
 		seen = len(msgs) + 1
 	}
 	return nil
+}
+
+// printDrift says that a call started a new path, why, and which message
+// differed from the closest earlier conversation.
+func printDrift(out io.Writer, d capture.Drift) {
+	fmt.Fprintf(out, "!! drift (%s): a new path", d.Cause)
+	if d.Message >= 0 {
+		fmt.Fprintf(out, " from message %d", d.Message)
+		if d.Role != "" {
+			fmt.Fprintf(out, " (%s)", d.Role)
+		}
+	}
+	if d.Against != "" {
+		fmt.Fprintf(out, ", compared with call %s", d.Against)
+	}
+	if d.Detail != "" {
+		fmt.Fprintf(out, ": %s", d.Detail)
+	}
+	fmt.Fprintln(out)
 }
 
 func printMessage(out io.Writer, m gjson.Result) {
@@ -292,10 +322,14 @@ func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "
 func tracesStats(ctx context.Context, s *capture.Store, out io.Writer) error {
 	byState := map[capture.State]int{}
 	calls, drift, rewarded := 0, 0, 0
+	causes := map[string]int{}
 	err := s.Sessions(ctx, capture.ExportFilter{}, func(rec *capture.Session) error {
 		byState[rec.State]++
 		calls += rec.Calls
 		drift += rec.Drift
+		for _, d := range rec.Drifts {
+			causes[d.Cause]++
+		}
 		if len(rec.Rewards) > 0 {
 			rewarded++
 		}
@@ -313,7 +347,17 @@ func tracesStats(ctx context.Context, s *capture.Store, out io.Writer) error {
 	for _, st := range capture.States {
 		fmt.Fprintf(out, " %s %d", st, byState[st])
 	}
-	fmt.Fprintf(out, "\ncalls: %d  rewarded sessions: %d  drift: %d\n", calls, rewarded, drift)
+	fmt.Fprintf(out, "\ncalls: %d  rewarded sessions: %d  drift: %d", calls, rewarded, drift)
+	if drift > 0 {
+		var parts []string
+		for _, c := range capture.DriftCauses {
+			if causes[c] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", c, causes[c]))
+			}
+		}
+		fmt.Fprintf(out, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintf(out, "ready queue: last cursor %d, acked %d\n", last, acked)
 	fmt.Fprintf(out, "store: lsm %d bytes, value log %d bytes\n", lsm, vlog)
 	return nil

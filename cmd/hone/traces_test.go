@@ -124,3 +124,60 @@ func TestTracesGCDryRun(t *testing.T) {
 		t.Fatalf("after gc: exit %d\n%s", code, out)
 	}
 }
+
+// TestTracesShowDrift: traces show marks the call that started a new path,
+// its cause and the message that differed; traces stats counts causes.
+func TestTracesShowDrift(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	s, err := capture.Open(filepath.Join(data, "capture"), capture.DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	user := map[string]any{"role": "user", "content": "What is 6*7?"}
+	first, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{user}})
+	sent := map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
+		"function": map[string]any{"name": "calc", "arguments": `{"b":7,"a":6}`}}}}
+	second, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{user, sent,
+		map[string]any{"role": "tool", "tool_call_id": "c1", "content": "42"}}})
+	hh := capture.HoneHeaders{Session: "d", Train: -1}
+	now := time.Now().UTC()
+	for i, c := range []*capture.Call{
+		{ID: "d-1", PromptIDs: []int32{1, 2, 3}, Request: first, Choices: []capture.Choice{{TokenIDs: []int32{4, 5},
+			ToolCalls: []capture.ToolCall{{Name: "calc", Arguments: `{"a": 6, "b": 7}`}}, FinishReason: "tool_calls"}}},
+		{ID: "d-2", PromptIDs: []int32{1, 2, 3, 9, 5, 6}, Request: second, Choices: []capture.Choice{{TokenIDs: []int32{7}, Content: "42", FinishReason: "stop"}}},
+	} {
+		if v := s.Admit(&capture.Admission{CallID: c.ID, Route: capture.RouteChat, Model: "m", Hone: hh, Body: c.Request}); !v.Capture {
+			t.Fatalf("%s not captured", c.ID)
+		}
+		c.Session, c.Route, c.Model, c.Start, c.End, c.Status, c.HTTPStatus, c.Hone = "d", capture.RouteChat, "m", now, now, capture.StatusOK, 200, hh
+		c.Response = []byte(`{}`)
+		s.Record(c)
+		waitFor(t, func() bool { _, calls, err := s.GetSession(ctx, "d"); return err == nil && len(calls) == i+1 })
+	}
+	var out strings.Builder
+	if err := tracesShow(ctx, s, "d", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "!! drift (tool_arguments): a new path from message 1 (assistant), compared with call d-1: " +
+		`arguments of calc sent back as {"b":7,"a":6}, sampled as {"a": 6, "b": 7}`
+	if !strings.Contains(out.String(), "drift 1\n") || !strings.Contains(out.String(), want) ||
+		!strings.Contains(out.String(), "!! differs:\nassistant:") {
+		t.Errorf("traces show:\n%s\nwant the line %s", out.String(), want)
+	}
+	one := 1.0
+	if _, err := s.Feedback(ctx, capture.FeedbackReq{Session: "d", Reward: &one}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := tracesStats(ctx, s, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "drift: 1 (tool_arguments 1)") {
+		t.Errorf("traces stats:\n%s", out.String())
+	}
+}
