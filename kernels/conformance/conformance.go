@@ -14,13 +14,43 @@ import (
 	"github.com/hone-rl/hone/kernels"
 )
 
-// Run runs the whole suite against be.
-func Run(t *testing.T, be kernels.Backend) {
+// T is what the suite needs of a test. *testing.T satisfies it; so does
+// kernels/selftest's recorder, which runs the suite outside `go test` (hone
+// selftest on a GPU) and turns each group into a row of its table.
+//
+// Why an interface and not a re-exec'd child process under testing.MainStart:
+// the suite runs in-process against any kernels.Backend value (a test's
+// deliberately broken wrapper as well as a device backend), no test output is
+// parsed back, and a check's worst error and tolerance reach the table as
+// numbers (Meter); testing.MainStart's signature is also internal to the go
+// command and changes between Go releases.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	// Fatalf reports and stops the group (*testing.T calls runtime.Goexit).
+	Fatalf(format string, args ...any)
+}
+
+// Meter is implemented by a T that wants every check's numbers: what the
+// check was, its worst element's error and the tolerance at that element
+// (tol + |want|*eps), the element with the largest error/tolerance ratio.
+type Meter interface {
+	Measure(check string, maxErr, tol float64)
+}
+
+// Group is one named group of checks of the suite (an op, with its backward).
+type Group struct {
+	Name string
+	Run  func(T)
+}
+
+// Groups returns the suite's groups against be, in the order Run runs them.
+// They share one random generator: run them in order, each once. A group
+// fails if it leaves a device error (be.Err), which it then clears so the
+// next group still runs.
+func Groups(be kernels.Backend) []Group {
 	s := &suite{be: be, rng: rand.New(rand.NewPCG(1, 2))}
-	for _, c := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	gs := []Group{
 		{"Memory", s.memory},
 		{"MatMul", s.matmul},
 		{"MatMulBatched", s.matmulBatched},
@@ -34,16 +64,27 @@ func Run(t *testing.T, be kernels.Backend) {
 		{"LogProbs", s.logprobs},
 		{"TokenLogProbs", s.tokenLogProbs},
 		{"AdamW", s.adamw},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			c.fn(t)
-			// No op of the suite may record a device error; clear one so
-			// the next group still runs.
-			if err := be.Err(); err != nil {
-				t.Errorf("backend error after %s: %v", c.name, err)
-				be.ClearErr()
-			}
-		})
+	}
+	for i := range gs {
+		name, fn := gs[i].Name, gs[i].Run
+		gs[i].Run = func(t T) {
+			// Checked even when fn stops the group with Fatalf.
+			defer func() {
+				if err := be.Err(); err != nil {
+					t.Errorf("backend error after %s: %v", name, err)
+					be.ClearErr()
+				}
+			}()
+			fn(t)
+		}
+	}
+	return gs
+}
+
+// Run runs the whole suite against be, one subtest per group.
+func Run(t *testing.T, be kernels.Backend) {
+	for _, g := range Groups(be) {
+		t.Run(g.Name, func(t *testing.T) { g.Run(t) })
 	}
 }
 
@@ -98,24 +139,45 @@ func f64(x []float32) []float64 {
 }
 
 // near fails t unless every |got-want| <= tol + |want|*eps (NaN fails).
-func near(t *testing.T, what string, got []float32, want []float64, tol, eps float64) {
+func near(t T, what string, got []float32, want []float64, tol, eps float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
 	bad := 0
+	worst, worstD, worstTol := -1.0, 0.0, 0.0
 	for i := range got {
 		d := math.Abs(float64(got[i]) - want[i])
-		if !(d <= tol+math.Abs(want[i])*eps) {
+		allow := tol + math.Abs(want[i])*eps
+		if r := ratio(d, allow); r > worst || math.IsNaN(d) && !math.IsNaN(worstD) {
+			worst, worstD, worstTol = r, d, allow
+		}
+		if !(d <= allow) {
 			if bad < 5 {
 				t.Errorf("%s[%d] = %g, want %g (diff %.3g)", what, i, got[i], want[i], d)
 			}
 			bad++
 		}
 	}
+	if m, ok := t.(Meter); ok && len(got) > 0 {
+		m.Measure(what, worstD, worstTol)
+	}
 	if bad > 0 {
 		t.Errorf("%s: %d of %d values off", what, bad, len(got))
 	}
+}
+
+// ratio is d/allow, +Inf for d > 0 = allow (exact checks) and NaN for NaN.
+func ratio(d, allow float64) float64 {
+	switch {
+	case math.IsNaN(d):
+		return math.Inf(1)
+	case allow == 0 && d == 0:
+		return 0
+	case allow == 0:
+		return math.Inf(1)
+	}
+	return d / allow
 }
 
 // numGrad returns the central-difference gradient of f at x.

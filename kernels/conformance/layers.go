@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"math"
-	"testing"
 
 	"github.com/hone-rl/hone/kernels"
 )
@@ -22,7 +21,7 @@ func refRMSNorm(x, w []float64, width int, eps float64) []float64 {
 	return out
 }
 
-func (s *suite) rmsnorm(t *testing.T) {
+func (s *suite) rmsnorm(t T) {
 	const n, width, eps = 7, 48, 1e-6
 	x, w, dy, dw0 := s.randn(n*width), s.randn(width), s.randn(n*width), s.randn(width)
 	out := s.poisoned(n, width)
@@ -56,7 +55,7 @@ func refRoPE(x []float64, pos []int32, width, hd int, theta float64) []float64 {
 	return out
 }
 
-func (s *suite) rope(t *testing.T) {
+func (s *suite) rope(t T) {
 	const n, hd, heads, theta = 6, 16, 3, 10000.0
 	x := s.randn(n * hd * heads)
 	pos := []int32{0, 1, 2, 17, 100, 2047}
@@ -101,7 +100,7 @@ func refAttention(q, k, v []float64, a kernels.Attn) []float64 {
 	return out
 }
 
-func (s *suite) attention(t *testing.T) {
+func (s *suite) attention(t T) {
 	for _, a := range []kernels.Attn{
 		{Heads: 4, KVHeads: 2, HeadDim: 8, Past: 0},
 		{Heads: 4, KVHeads: 2, HeadDim: 8, Past: 3},
@@ -184,7 +183,7 @@ func refAttentionGrads(q, k, v, dout []float64, a kernels.Attn) (dq, dk, dv []fl
 
 func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 
-func (s *suite) activations(t *testing.T) {
+func (s *suite) activations(t T) {
 	const n = 300
 	g, u, dout := s.randn(n), s.randn(n), s.randn(n)
 	for i := range g {
@@ -216,7 +215,7 @@ func (s *suite) activations(t *testing.T) {
 	near(t, "swiglu dup", s.down(du), numGrad(func(x []float64) float64 { return dotf(df, swiglu(gf, x)) }, uf), 1e-4, 1e-4)
 }
 
-func (s *suite) embedding(t *testing.T) {
+func (s *suite) embedding(t T) {
 	const vocab, width = 11, 9
 	table, base := s.randn(vocab*width), s.randn(vocab*width)
 	ids := []int32{3, 0, 10, 3, 7}

@@ -2,10 +2,9 @@ package conformance
 
 import (
 	"math"
-	"testing"
 )
 
-func (s *suite) memory(t *testing.T) {
+func (s *suite) memory(t T) {
 	x := s.randn(24)
 	a := s.up(x, 2, 3, 4)
 	if got := a.Shape(); len(got) != 3 || got[0] != 2 || got[2] != 4 || a.Len() != 24 {
@@ -62,7 +61,7 @@ func dims(rows, cols int, trans bool) []int {
 	return []int{rows, cols}
 }
 
-func (s *suite) matmul(t *testing.T) {
+func (s *suite) matmul(t T) {
 	shapes := [][3]int{{1, 1, 1}, {1, 7, 5}, {3, 5, 2}, {4, 4, 4}, {5, 9, 13}, {16, 33, 17}, {70, 300, 37}, {1, 260, 129}, {67, 8, 66}}
 	for _, sh := range shapes {
 		m, k, n := sh[0], sh[1], sh[2]
@@ -84,7 +83,7 @@ func (s *suite) matmul(t *testing.T) {
 	}
 }
 
-func (s *suite) matmulBatched(t *testing.T) {
+func (s *suite) matmulBatched(t T) {
 	const batch, m, k, n = 3, 5, 7, 6
 	for _, shared := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
@@ -114,7 +113,7 @@ func (s *suite) matmulBatched(t *testing.T) {
 	}
 }
 
-func (s *suite) elementwise(t *testing.T) {
+func (s *suite) elementwise(t T) {
 	const n = 1000
 	x, y, z := s.randn(n), s.randn(n), s.randn(n)
 	ref := func(f func(a, b float64) float64) []float64 {
@@ -148,7 +147,7 @@ func (s *suite) elementwise(t *testing.T) {
 	near(t, "addrow", s.down(mat), want, 1e-6, 1e-6)
 }
 
-func (s *suite) reductions(t *testing.T) {
+func (s *suite) reductions(t T) {
 	const r, w = 30, 17
 	x, base := s.randn(r*w), s.randn(w)
 	dst := s.up(base, w)

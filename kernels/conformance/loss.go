@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"math"
-	"testing"
 
 	"github.com/hone-rl/hone/kernels"
 )
@@ -24,7 +23,7 @@ func refLogProbs(logits []float64, targets []int32, vocab int) []float64 {
 	return out
 }
 
-func (s *suite) logprobs(t *testing.T) {
+func (s *suite) logprobs(t T) {
 	const n, vocab = 5, 37
 	logits, dlogp := s.randn(n*vocab), s.randn(n)
 	for i := range logits {
@@ -63,7 +62,7 @@ func tokenLogits(h, w []float64, n, hid, vocab int) []float64 {
 	return out
 }
 
-func (s *suite) tokenLogProbs(t *testing.T) {
+func (s *suite) tokenLogProbs(t T) {
 	// The second shape has enough rows that a backend chunking the
 	// vocabulary by a memory budget splits it.
 	for _, sh := range [][3]int{{3, 8, 20}, {1100, 8, 1500}} {
@@ -122,7 +121,7 @@ func refTokenGrads(logits, h, w []float64, targets []int32, dlogp []float64, hid
 	return dh, dw
 }
 
-func (s *suite) adamw(t *testing.T) {
+func (s *suite) adamw(t T) {
 	const n = 200
 	p, m, v := s.randn(n), make([]float32, n), make([]float32, n)
 	pt, mt, vt := s.up(p, n), s.up(m, n), s.up(v, n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/conformance"
+	"github.com/hone-rl/hone/kernels/selftest"
 )
 
 // TestConformanceEmulated runs the kernels conformance suite, with the CPU
@@ -322,7 +323,7 @@ func TestAttentionHeadDimBoundary(t *testing.T) {
 			name      string
 			got, want []float32
 		}{{"out", o2, o1}, {"dq", q2, q1}, {"dk", k2, k1}, {"dv", v2, v1}} {
-			if e := relErr(c.got, c.want); !(e <= 1e-5) {
+			if e := selftest.RelErr(c.got, c.want); !(e <= 1e-5) {
 				t.Errorf("head dim %d %s: fast vs readable relative error %.2g", hd, c.name, e)
 			}
 		}

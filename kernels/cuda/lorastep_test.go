@@ -3,11 +3,11 @@
 package cuda
 
 import (
+	"context"
 	"math"
 	"testing"
 
-	"github.com/hone-rl/hone/kernels/cpu"
-	"github.com/hone-rl/hone/model"
+	"github.com/hone-rl/hone/kernels/selftest"
 )
 
 // TestLoRAStepMatchesCPU: a LoRA step (forward, backward, AdamW) of a
@@ -20,28 +20,16 @@ import (
 // problem the CPU's AVX2 and generic kernels already differ by up to ~2e-5
 // on layer 0's attention LoRA gradients (sums in other orders, amplified
 // through two layers), so no float32 implementation can be held to 1e-5
-// there; the test logs both numbers.
+// there; the test logs both numbers. The step and the tolerances are
+// kernels/selftest's, the same code hone selftest runs on a GPU.
 func TestLoRAStepMatchesCPU(t *testing.T) {
-	for _, arch := range []string{model.ArchQwen3, model.ArchLlama} {
-		ref, err := cpu.NewVariant(1, cpu.VariantGeneric)
+	ctx := context.Background()
+	for _, arch := range selftest.Archs {
+		ref, err := selftest.CPUReference(ctx, arch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := runLoRAStep(t, ref, arch)
-		// The noise floor: how far the CPU's other variants land from it.
-		floor := map[string]float64{}
-		for _, v := range cpu.Variants() {
-			be, err := cpu.NewVariant(1, v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			other := runLoRAStep(t, be, arch)
-			for name, w := range want.grads {
-				floor["grad "+name] = math.Max(floor["grad "+name], relErr(other.grads[name], w))
-				floor["param "+name] = math.Max(floor["param "+name], relErr(other.params[name], want.params[name]))
-			}
-		}
-		tol := func(key string) float64 { return math.Max(1e-5, 3*floor[key]) }
+		want := ref.Want
 		for _, v := range Variants() {
 			t.Run(arch+"/"+v, func(t *testing.T) {
 				be, err := NewEmulated(v)
@@ -49,30 +37,39 @@ func TestLoRAStepMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer be.Close()
-				got := runLoRAStep(t, be, arch)
-				if e := math.Abs(got.loss-want.loss) / math.Abs(want.loss); !(e <= 1e-5) {
-					t.Errorf("loss %g, cpu %g (relative %.2g)", got.loss, want.loss, e)
+				got, err := selftest.LoRAStep(ctx, be, arch)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if len(got.grads) != len(want.grads) || len(want.grads) == 0 {
-					t.Fatalf("%d gradients, cpu %d", len(got.grads), len(want.grads))
+				if e := math.Abs(got.Loss-want.Loss) / math.Abs(want.Loss); !(e <= selftest.ParityTol) {
+					t.Errorf("loss %g, cpu %g (relative %.2g)", got.Loss, want.Loss, e)
+				}
+				if len(got.Grads) != len(want.Grads) || len(want.Grads) == 0 {
+					t.Fatalf("%d gradients, cpu %d", len(got.Grads), len(want.Grads))
 				}
 				worst, worstFloor, over := 0.0, 0.0, 0
-				for name, w := range want.grads {
-					e := relErr(got.grads[name], w)
+				for name, w := range want.Grads {
+					e := selftest.RelErr(got.Grads[name], w)
 					worst = math.Max(worst, e)
-					worstFloor = math.Max(worstFloor, floor["grad "+name])
-					if e > 1e-5 {
+					worstFloor = math.Max(worstFloor, ref.Floor["grad "+name])
+					if e > selftest.ParityTol {
 						over++
 					}
-					if !(e <= tol("grad "+name)) {
-						t.Errorf("gradient %s: relative error %.2g (cpu variants among themselves: %.2g)", name, e, floor["grad "+name])
+					if !(e <= ref.Tol("grad "+name)) {
+						t.Errorf("gradient %s: relative error %.2g (cpu variants among themselves: %.2g)", name, e, ref.Floor["grad "+name])
 					}
-					if e := relErr(got.params[name], want.params[name]); !(e <= tol("param "+name)) {
-						t.Errorf("%s after AdamW: relative error %.2g (cpu variants among themselves: %.2g)", name, e, floor["param "+name])
+					if e := selftest.RelErr(got.Params[name], want.Params[name]); !(e <= ref.Tol("param "+name)) {
+						t.Errorf("%s after AdamW: relative error %.2g (cpu variants among themselves: %.2g)", name, e, ref.Floor["param "+name])
+					}
+				}
+				// The rows hone selftest prints agree with the checks above.
+				for _, r := range ref.Compare(got) {
+					if !r.Pass {
+						t.Errorf("selftest row %s fails: %s", r.Name, r.Failure)
 					}
 				}
 				t.Logf("loss %.8g (cpu %.8g); %d LoRA gradients, worst relative error %.2g (%d over 1e-5); cpu variants among themselves: worst %.2g",
-					got.loss, want.loss, len(want.grads), worst, over, worstFloor)
+					got.Loss, want.Loss, len(want.Grads), worst, over, worstFloor)
 			})
 		}
 	}

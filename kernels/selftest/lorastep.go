@@ -1,0 +1,270 @@
+package selftest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/hone-rl/hone/kernels"
+	"github.com/hone-rl/hone/kernels/cpu"
+	"github.com/hone-rl/hone/model"
+)
+
+// Step is one LoRA training step of a small transformer on a backend: the
+// masked mean log-probability, the adapter gradients, and the adapter after
+// one AdamW step, all downloaded, keyed by the adapter tensor's name.
+type Step struct {
+	Loss   float64
+	Grads  map[string][]float32
+	Params map[string][]float32
+}
+
+// Archs are the architectures the LoRA-step parity runs: Qwen3 (tied
+// embeddings, q/k norm) and Llama (attention biases).
+var Archs = []string{model.ArchQwen3, model.ArchLlama}
+
+// LoRAStep runs one LoRA step (forward, backward, AdamW) of a 2-layer
+// transformer of arch on be. Weights and adapter come from one host
+// generator, so every backend starts from the same numbers. A panic of the
+// backend (a shape check) or a device error is returned as an error.
+func LoRAStep(ctx context.Context, be kernels.Backend, arch string) (out Step, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("lora step %s on %s: panic: %v", arch, be.Name(), r)
+		}
+	}()
+	cfg := &model.Config{Architecture: arch, VocabSize: 61, HiddenSize: 32, IntermediateSize: 48, NumLayers: 2,
+		NumHeads: 4, NumKVHeads: 2, HeadDim: 12, MaxPositions: 128, RMSNormEps: 1e-6, RopeTheta: 10000,
+		TieWordEmbeddings: arch == model.ArchQwen3, QKNorm: arch == model.ArchQwen3, AttentionBias: arch != model.ArchQwen3}
+	m, err := model.New(cfg, be, 7)
+	if err != nil {
+		return Step{}, fmt.Errorf("lora step %s: new model: %w", arch, err)
+	}
+	// Larger than the init so every layer matters.
+	rng := rand.New(rand.NewPCG(9, 9))
+	perturb := func(p model.Param, add bool, scale float64) {
+		d := make([]float32, p.Tensor.Len())
+		if add {
+			be.Download(d, p.Tensor)
+		}
+		for i := range d {
+			d[i] += float32(scale * rng.NormFloat64())
+		}
+		u := be.Upload(d, p.Tensor.Shape()...)
+		be.Copy(p.Tensor, u)
+		be.Free(u)
+	}
+	for _, p := range m.Params() {
+		perturb(p, true, 0.2)
+	}
+	a, err := model.NewAdapter(m, "a", model.AdapterConfig{Rank: 4, Alpha: 8}, 1)
+	if err != nil {
+		return Step{}, fmt.Errorf("lora step %s: new adapter: %w", arch, err)
+	}
+	for _, p := range a.Params() {
+		perturb(p, false, 0.3)
+	}
+	if err := be.Err(); err != nil {
+		return Step{}, fmt.Errorf("lora step %s: setting up: %w", arch, err)
+	}
+	seqs := [][]int32{{5, 6, 7, 8, 9, 10, 11, 12, 40, 41, 3}, {17, 2, 33, 60, 0}}
+	mask := [][]float32{{0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 0, 1}}
+	act, err := m.ForwardTrain(ctx, seqs, a)
+	if err != nil {
+		return Step{}, fmt.Errorf("lora step %s: forward: %w", arch, err)
+	}
+	loss, dlogp, err := model.MaskedMean(act.LogProbs(), mask)
+	if err != nil {
+		return Step{}, fmt.Errorf("lora step %s: loss: %w", arch, err)
+	}
+	g := m.NewGrads(a, false)
+	if err := m.Backward(ctx, act, dlogp, g); err != nil {
+		return Step{}, fmt.Errorf("lora step %s: backward: %w", arch, err)
+	}
+	act.Free()
+	out = Step{Loss: loss, Grads: map[string][]float32{}, Params: map[string][]float32{}}
+	for i, p := range a.Params() {
+		gr := g.Adapter()[i]
+		d := make([]float32, gr.Tensor.Len())
+		be.Download(d, gr.Tensor)
+		out.Grads[gr.Name] = d
+		mt, vt := be.New(p.Tensor.Shape()...), be.New(p.Tensor.Shape()...)
+		be.AdamWStep(p.Tensor, gr.Tensor, mt, vt, kernels.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 1})
+		d = make([]float32, p.Tensor.Len())
+		be.Download(d, p.Tensor)
+		out.Params[p.Name] = d
+	}
+	if err := be.Err(); err != nil {
+		return Step{}, fmt.Errorf("lora step %s: adamw: %w", arch, err)
+	}
+	return out, nil
+}
+
+// RelErr is |got-want| / |want| in the Euclidean norm (NaN when got holds a
+// NaN, +Inf when the lengths differ).
+func RelErr(got, want []float32) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num) / math.Max(math.Sqrt(den), 1e-30)
+}
+
+// ParityTol is the relative tolerance of the LoRA-step parity: 1e-5 (the
+// issue's bound), or 3 times the disagreement of the CPU backend's own
+// kernel variants on that tensor when that is larger.
+const ParityTol = 1e-5
+
+// Reference is the CPU backend's LoRA step for one architecture (its plain
+// generic variant) and the float32 noise floor of the problem: per key
+// ("grad NAME", "param NAME") the largest relative error of the
+// CPU's other variants against it. On the Llama problem the CPU's AVX2 and
+// generic kernels already differ by up to ~2e-5 on layer 0's attention LoRA
+// gradients (sums in other orders, amplified through two layers), so no
+// float32 implementation can be held to 1e-5 there.
+type Reference struct {
+	Arch  string
+	Want  Step
+	Floor map[string]float64
+}
+
+// Tol is the tolerance of key: max(1e-5, 3 x Floor[key]).
+func (r Reference) Tol(key string) float64 { return math.Max(ParityTol, 3*r.Floor[key]) }
+
+// CPUReference runs the LoRA step of arch on every CPU kernel variant.
+func CPUReference(ctx context.Context, arch string) (Reference, error) {
+	ref, err := cpu.NewVariant(1, cpu.VariantGeneric)
+	if err != nil {
+		return Reference{}, fmt.Errorf("cpu reference: %w", err)
+	}
+	want, err := LoRAStep(ctx, ref, arch)
+	if err != nil {
+		return Reference{}, fmt.Errorf("cpu reference: %w", err)
+	}
+	r := Reference{Arch: arch, Want: want, Floor: map[string]float64{}}
+	for _, v := range cpu.Variants() {
+		be, err := cpu.NewVariant(1, v)
+		if err != nil {
+			return Reference{}, fmt.Errorf("cpu variant %s: %w", v, err)
+		}
+		other, err := LoRAStep(ctx, be, arch)
+		if err != nil {
+			return Reference{}, fmt.Errorf("cpu variant %s: %w", v, err)
+		}
+		for name, w := range want.Grads {
+			r.Floor["grad "+name] = math.Max(r.Floor["grad "+name], RelErr(other.Grads[name], w))
+			r.Floor["param "+name] = math.Max(r.Floor["param "+name], RelErr(other.Params[name], want.Params[name]))
+		}
+	}
+	return r, nil
+}
+
+// Compare holds got against the reference and returns three rows: the
+// loss (within 1e-5 relative, no noise-floor allowance), the worst LoRA gradient and the worst adapter tensor after AdamW
+// (worst = largest error/tolerance ratio; the row names that tensor).
+func (r Reference) Compare(got Step) []Result {
+	short := archName(r.Arch)
+	loss := Result{Name: "lora-step/" + short + "/loss", Worst: "loss",
+		MaxErr: math.Abs(got.Loss-r.Want.Loss) / math.Abs(r.Want.Loss), Tol: ParityTol}
+	loss.Pass = loss.MaxErr <= loss.Tol
+	if !loss.Pass {
+		loss.Failure = fmt.Sprintf("loss %.8g, cpu %.8g (relative %.2g, tolerance %.2g)", got.Loss, r.Want.Loss, loss.MaxErr, loss.Tol)
+	}
+	rows := []Result{loss}
+	for _, kind := range []struct {
+		row, key string
+		got      map[string][]float32
+		want     map[string][]float32
+	}{
+		{"grads", "grad ", got.Grads, r.Want.Grads},
+		{"adamw", "param ", got.Params, r.Want.Params},
+	} {
+		res := Result{Name: "lora-step/" + short + "/" + kind.row, Pass: true}
+		names := make([]string, 0, len(kind.want))
+		for n := range kind.want {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(kind.got) != len(kind.want) || len(names) == 0 {
+			res.Pass = false
+			res.MaxErr = math.Inf(1)
+			res.Failure = fmt.Sprintf("%d %s tensors, cpu %d", len(kind.got), kind.row, len(kind.want))
+		}
+		worst := -1.0
+		for _, n := range names {
+			e, tol := RelErr(kind.got[n], kind.want[n]), r.Tol(kind.key+n)
+			q := e / tol
+			if math.IsNaN(e) {
+				q = math.Inf(1)
+			}
+			if q > worst {
+				worst, res.MaxErr, res.Tol, res.Worst = q, e, tol, n
+			}
+			if !(e <= tol) {
+				if res.Pass {
+					res.Failure = fmt.Sprintf("%s %s: relative error %.2g, tolerance %.2g (cpu variants among themselves: %.2g)",
+						kind.row, n, e, tol, r.Floor[kind.key+n])
+				}
+				res.Pass = false
+			}
+		}
+		rows = append(rows, res)
+	}
+	return rows
+}
+
+func archName(arch string) string {
+	switch arch {
+	case model.ArchQwen3:
+		return "qwen3"
+	case model.ArchLlama:
+		return "llama"
+	case model.ArchQwen2:
+		return "qwen2"
+	}
+	return arch
+}
+
+// LoRAParity runs the LoRA step of every architecture of Archs on be and on
+// the CPU backend and compares them (Reference.Compare). A step that fails
+// to run is one failed row naming the architecture.
+func LoRAParity(ctx context.Context, be kernels.Backend) []Result {
+	var rows []Result
+	for _, arch := range Archs {
+		start := time.Now()
+		// A step that does not run fails its three rows, so the table
+		// keeps its shape.
+		failed := func(err error, d time.Duration) {
+			for _, what := range []string{"loss", "grads", "adamw"} {
+				rows = append(rows, Result{Name: "lora-step/" + archName(arch) + "/" + what, MaxErr: math.NaN(),
+					Tol: math.NaN(), Failure: err.Error(), Duration: d})
+			}
+		}
+		ref, err := CPUReference(ctx, arch)
+		if err != nil {
+			failed(err, time.Since(start))
+			continue
+		}
+		start = time.Now()
+		got, err := LoRAStep(ctx, be, arch)
+		d := time.Since(start)
+		if err != nil {
+			be.ClearErr()
+			failed(err, d)
+			continue
+		}
+		for _, r := range ref.Compare(got) {
+			r.Duration = d // the step's time, on each of its rows
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
