@@ -142,6 +142,12 @@ func (c *Config) Finish() error {
 	if err := c.Runtime.validate(); err != nil {
 		return err
 	}
+	// Checked even with the trainer off: a misspelt backend in the file or
+	// in HONE_TRAINER_BACKEND should not wait for --train to show.
+	if err := c.Trainer.ValidateBackend(); err != nil {
+		return fmt.Errorf("trainer.backend: %q is not one of cpu, cuda, auto (cuda needs hone built with -tags cuda and a GPU; "+
+			"auto uses cuda when both are there, else cpu)", c.Trainer.Backend)
+	}
 	if c.Trainer.Enabled {
 		if err := c.Trainer.Validate(); err != nil {
 			return fmt.Errorf("trainer: %w", err)

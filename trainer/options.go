@@ -48,6 +48,27 @@ type Options struct {
 	SleepEngines bool `yaml:"sleep_engines"`
 	// MinFreeGPUBytes refuses a step while a GPU has less free memory.
 	MinFreeGPUBytes uint64 `yaml:"min_free_gpu_bytes"`
+	// Backend is the compute backend of hone serve --train: cpu (default),
+	// cuda (the first GPU; hone built with -tags cuda; kernels/selftest runs
+	// first and training is refused if it fails) or auto (cuda when built
+	// with it and a GPU answers, else cpu).
+	Backend string `yaml:"backend"`
+}
+
+// Compute backends accepted by Options.Backend.
+const (
+	BackendCPU  = "cpu"
+	BackendCUDA = "cuda"
+	BackendAuto = "auto"
+)
+
+// ValidateBackend checks Options.Backend.
+func (o Options) ValidateBackend() error {
+	switch o.Backend {
+	case BackendCPU, BackendCUDA, BackendAuto:
+		return nil
+	}
+	return fmt.Errorf("trainer backend %q: want cpu, cuda or auto", o.Backend)
 }
 
 // Training modes accepted by Options.Mode.
@@ -76,7 +97,7 @@ func DefaultOptions() Options {
 		Schedule:    ScheduleOptions{Kind: SchedConstant, LR: 1e-5, WarmupSteps: 5, TotalSteps: 1000},
 		AdamW:       AdamWOptions{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 		Staleness:   StalenessOptions{MaxPolicyLag: 4, Policy: StaleDrop, Decay: 0.5},
-		MaxGradNorm: 1, MicroBatchTokens: 8192,
+		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU,
 	}
 }
 
@@ -98,6 +119,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("trainer lora rank %d alpha %v: want > 0", o.LoRA.Rank, o.LoRA.Alpha)
 	case o.AdamW.Beta1 < 0 || o.AdamW.Beta1 >= 1 || o.AdamW.Beta2 < 0 || o.AdamW.Beta2 >= 1 || o.AdamW.Eps <= 0:
 		return fmt.Errorf("trainer adamw %+v: want betas in [0,1) and eps > 0", o.AdamW)
+	}
+	if err := o.ValidateBackend(); err != nil {
+		return err
 	}
 	if _, err := NewAdvantager(o.Advantage); err != nil {
 		return err

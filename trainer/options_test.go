@@ -49,6 +49,8 @@ func TestDefaultOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Advantage.Algorithm = "gae" },
 		func(o *Options) { o.Staleness.Policy = "ignore" },
 		func(o *Options) { o.AdamW.Beta2 = 1 },
+		func(o *Options) { o.Backend = "gpu" },
+		func(o *Options) { o.Backend = "" },
 	} {
 		o := DefaultOptions()
 		mut(&o)

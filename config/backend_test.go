@@ -1,0 +1,61 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTrainerBackend: trainer.backend from the defaults, the YAML file and
+// HONE_TRAINER_BACKEND (the environment wins), validated by Finish with the
+// trainer on or off.
+func TestTrainerBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		env     []string
+		want    string // the backend after Finish
+		wantErr string // in Finish's (or Load's) error; "" = none
+	}{
+		{name: "default is cpu", want: "cpu"},
+		{name: "yaml cuda", yaml: "trainer:\n  backend: cuda\n", want: "cuda"},
+		{name: "yaml auto, trainer on", yaml: "trainer:\n  enabled: true\n  backend: auto\n", want: "auto"},
+		{name: "env", env: []string{"HONE_TRAINER_BACKEND=cuda"}, want: "cuda"},
+		{name: "env over yaml", yaml: "trainer:\n  backend: cuda\n", env: []string{"HONE_TRAINER_BACKEND=cpu"}, want: "cpu"},
+		{name: "unknown in yaml", yaml: "trainer:\n  backend: gpu\n",
+			wantErr: `trainer.backend: "gpu" is not one of cpu, cuda, auto`},
+		{name: "unknown in env, trainer off", env: []string{"HONE_TRAINER_BACKEND=CUDA"},
+			wantErr: `trainer.backend: "CUDA" is not one of cpu, cuda, auto`},
+		{name: "emulated is for hone selftest only", env: []string{"HONE_TRAINER_BACKEND=emulated"},
+			wantErr: `"emulated" is not one of cpu, cuda, auto`},
+		{name: "empty", env: []string{"HONE_TRAINER_BACKEND="}, wantErr: `trainer.backend: "" is not one of`},
+		{name: "misspelt variable", env: []string{"HONE_TRAINER_BACKND=cuda"}, wantErr: "did you mean HONE_TRAINER_BACKEND?"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.yaml != "" {
+				path = filepath.Join(t.TempDir(), "hone.yaml")
+				if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(path, tc.env)
+			if err == nil {
+				err = c.Finish()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Trainer.Backend != tc.want {
+				t.Fatalf("backend %q, want %q", c.Trainer.Backend, tc.want)
+			}
+		})
+	}
+}
