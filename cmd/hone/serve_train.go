@@ -11,7 +11,6 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/config"
-	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/proxy"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/gpu"
@@ -26,12 +25,17 @@ type inProcessTrainer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    io.Closer
+	// closeBackend releases the compute backend (a GPU context).
+	closeBackend func()
 }
 
 func (t *inProcessTrainer) stop() {
 	t.cancel()
 	<-t.done
 	t.pub.Wait()
+	if t.closeBackend != nil {
+		t.closeBackend()
+	}
 	if t.log != nil {
 		_ = t.log.Close()
 	}
@@ -53,8 +57,13 @@ func startTrainer(ctx context.Context, c *config.Config, store *capture.Store, s
 		return nil, errors.New("trainer: the base model folder is needed to train: set model (--model) to the " +
 			"folder the engines serve (config.json + safetensors)")
 	}
-	pol, err := trainer.LoadPolicy(modelDir, cpu.New(0), c.Trainer)
+	be, err := openTrainerBackend(ctx, c.Trainer.Backend, log)
 	if err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	pol, err := trainer.LoadPolicy(modelDir, be.Backend, c.Trainer)
+	if err != nil {
+		be.Close()
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	pub := &publish.Publisher{Aliases: srv.Aliases(), Log: log}
@@ -63,7 +72,7 @@ func startTrainer(ctx context.Context, c *config.Config, store *capture.Store, s
 	}
 	d := trainer.Deps{Policy: pol, Sources: []trainer.Source{trainer.StoreSource{Store: store}}, Publisher: pub,
 		GPU: gpu.Open(), Registry: reg, BaseModel: filepath.Base(filepath.Clean(modelDir)), ModelDir: modelDir, Log: log}
-	it := &inProcessTrainer{pub: pub, done: make(chan struct{})}
+	it := &inProcessTrainer{pub: pub, done: make(chan struct{}), closeBackend: be.Close}
 	if c.Trainer.MetricsLog != "" {
 		f, err := os.OpenFile(c.Trainer.MetricsLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	honeconfig "github.com/hone-rl/hone/config"
-	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/curves"
 	"github.com/hone-rl/hone/trainer/gpu"
@@ -89,7 +88,7 @@ func runTrain(ctx context.Context, args []string) error {
 	if len(admins) == 0 {
 		admins = from
 	}
-	t, err := buildTrainer(opts, from, engines, admins, *token, *modelDir)
+	t, err := buildTrainer(ctx, opts, from, engines, admins, *token, *modelDir)
 	if err != nil {
 		return err
 	}
@@ -110,8 +109,14 @@ func loadTrainConfig(path string, opts *trainer.Options) error {
 	return nil
 }
 
-func buildTrainer(opts trainer.Options, from, engines, admins []string, token, modelDir string) (*trainer.Trainer, error) {
-	pol, err := trainer.LoadPolicy(modelDir, cpu.New(0), opts)
+func buildTrainer(ctx context.Context, opts trainer.Options, from, engines, admins []string, token, modelDir string) (*trainer.Trainer, error) {
+	// trainer.backend from --config, as for hone serve --train (the
+	// backend lives as long as the process).
+	be, err := openTrainerBackend(ctx, opts.Backend, slog.Default())
+	if err != nil {
+		return nil, err
+	}
+	pol, err := trainer.LoadPolicy(modelDir, be.Backend, opts)
 	if err != nil {
 		return nil, err
 	}
