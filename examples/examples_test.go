@@ -442,13 +442,10 @@ func TestFrameworksTokens(t *testing.T) {
 				if view.Drift != 0 {
 					t.Errorf("%s in tokens mode: drift %d", fw.name, view.Drift)
 				}
-				// Every call goes as token ids but streamed forced ones (not
-				// covered: LlamaIndex.TS's agent streams), so drift 0 is
-				// tokens mode's doing, not every call left to the chat endpoint.
+				// Every call goes as token ids (LlamaIndex.TS's streamed
+				// forced ones too), so drift 0 is tokens mode's doing, not
+				// calls left to the chat endpoint.
 				want := float64(view.Calls)
-				if fw.name == "llamaindex" {
-					want = float64(view.Calls) / 2
-				}
 				if got := tokenIDCalls(tokensReg) - before; got != want {
 					t.Errorf("%s in tokens mode: %v of %d calls sent as token ids, want %v", fw.name, got, view.Calls, want)
 				}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hone-rl/hone/capture"
@@ -171,8 +173,8 @@ func argumentsJSON(s string) json.RawMessage {
 	return json.RawMessage("{}")
 }
 
-// canonValue re-encodes a JSON value with sorted keys and no spacing; what
-// is not JSON is returned as it is.
+// canonValue re-encodes a JSON value with sorted keys, no spacing and
+// numbers by value (canonNumbers); what is not JSON is returned as it is.
 func canonValue(raw json.RawMessage) []byte {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -184,9 +186,40 @@ func canonValue(raw json.RawMessage) []byte {
 	if dec.Decode(&v) != nil {
 		return raw
 	}
-	out, err := json.Marshal(v)
+	out, err := json.Marshal(canonNumbers(v))
 	if err != nil {
 		return raw
 	}
 	return out
+}
+
+// canonNumbers writes the numbers of a decoded JSON value by value: 2.50,
+// 2.5 and 25e-1 alike, 1.0 as 1 (Python writes floats one way, JavaScript
+// another); integers without a fraction or exponent keep their digits, so
+// large ones lose nothing.
+func canonNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonNumbers(e)
+		}
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			return x
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return x
+		}
+		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return json.Number(strconv.FormatInt(int64(f), 10))
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return v
 }

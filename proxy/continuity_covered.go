@@ -7,7 +7,7 @@ import (
 )
 
 // covered reports whether tokens mode can serve a chat request: forced
-// tool calls are (continuity_forced.go, non-streamed); what else vLLM
+// tool calls are (continuity_forced.go, continuity_forced_stream.go); what else vLLM
 // enforces on chat only (response formats), prefills and custom templates
 // go to the chat endpoint as sent. Strict or single tool calls under auto
 // are covered here and left to the chat endpoint per engine

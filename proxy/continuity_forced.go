@@ -41,7 +41,8 @@ type forced struct {
 
 // forcedCall reads a covered request's forced tool call: nil when
 // tool_choice does not force one; an error when tokens mode leaves the call
-// to the chat endpoint (streamed, no tools, an unknown name).
+// to the chat endpoint (no tools, an unknown name). Streamed calls are
+// covered by continuity_forced_stream.go.
 func forcedCall(doc gjson.Result) (*forced, error) {
 	tc := doc.Get("tool_choice")
 	named := ""
@@ -53,9 +54,6 @@ func forcedCall(doc gjson.Result) (*forced, error) {
 		return nil, errors.New("tool_choice " + tc.Raw)
 	default:
 		return nil, nil
-	}
-	if doc.Get("stream").Bool() {
-		return nil, errors.New("streamed forced tool call")
 	}
 	tools := doc.Get("tools")
 	if !tools.IsArray() || len(tools.Array()) == 0 {

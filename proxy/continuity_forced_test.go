@@ -79,14 +79,14 @@ func reserialiseKeys(t *testing.T, args string) string {
 // calls back re-serialised, then a last free call (max_tokens 1) with the
 // reward. It returns the tool calls the client got; checkFinish: the
 // finish reasons are vLLM's (tool_calls for required, stop for named).
-func forcedSession(t *testing.T, h *testHone, store *capture.Store, session string, checkFinish bool) []gjson.Result {
+func forcedSession(t *testing.T, h *testHone, store *capture.Store, session string, checkFinish, stream bool) []gjson.Result {
 	t.Helper()
 	msgs := []any{map[string]any{"role": "user", "content": "What is 6 times 7, plus 3?"}}
 	named := map[string]any{"type": "function", "function": map[string]any{"name": "calc"}}
 	var calls []gjson.Result
 	for turn, choice := range []any{"required", named, "required", "auto"} {
 		req := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": forcedTools, "tool_choice": choice,
-			"max_tokens": 400, "temperature": 1, "seed": 7 + turn}
+			"max_tokens": 400, "temperature": 1, "seed": 7 + turn, "stream": stream}
 		// the random model would add calls up to max_tokens; under auto (the
 		// last turn) as the OpenAI Agents SDK sends it, which tokens mode
 		// covers for the embedded engine (chatConstrained)
@@ -101,11 +101,18 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 		if r.status != 200 {
 			t.Fatalf("turn %d: status %d: %s", turn, r.status, r.body)
 		}
-		waitRecorded(t, store, session, turn+1, false)
+		waitRecorded(t, store, session, turn+1, stream)
 		if turn == 3 {
 			break
 		}
 		ch := gjson.GetBytes(r.body, "choices.0")
+		if stream {
+			m := aggregateStream(t, r.body)
+			fin := m["finish_reason"]
+			delete(m, "finish_reason")
+			b, _ := json.Marshal(map[string]any{"message": m, "finish_reason": fin})
+			ch = gjson.ParseBytes(b)
+		}
 		tcs := ch.Get("message.tool_calls").Array()
 		if len(tcs) == 0 {
 			t.Fatalf("turn %d: no tool call: %s", turn, r.body)
@@ -141,33 +148,51 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 // calls tools only when forced): in tokens mode every call goes as token
 // ids with structured_outputs, the session is one trajectory without
 // drift, and every tool call's arguments parse against the tool's schema.
-// Observed (forced calls to the chat endpoint as sent) the same loop
-// drifts.
+// Streamed, the calls come as vLLM's chat streams forced calls (tool-call
+// deltas) with the same samples. Observed (forced calls to the chat
+// endpoint as sent) the same loop drifts.
 func TestContinuityForcedEmbedded(t *testing.T) {
-	h, store, url := startEngineContinuity(t, ContinuityTokens)
-	if st := waitProbe(t, h.s, url); !st.tokens {
-		t.Fatalf("probe against the embedded engine: %s", st.reason)
-	}
-	calls := forcedSession(t, h, store, "f1", true)
-	for i, tc := range calls {
-		if tc.Get("function.name").String() != "calc" || !strings.HasPrefix(tc.Get("id").String(), "call_") {
-			t.Errorf("call %d: %s", i, tc.Raw)
+	var unstreamed []gjson.Result
+	for _, stream := range []bool{false, true} {
+		h, store, url := startEngineContinuity(t, ContinuityTokens)
+		if st := waitProbe(t, h.s, url); !st.tokens {
+			t.Fatalf("probe against the embedded engine: %s", st.reason)
 		}
-		if err := checkCalc(tc.Get("function.arguments").String()); err != nil {
-			t.Errorf("call %d: arguments %s: %v", i, tc.Get("function.arguments").String(), err)
+		calls := forcedSession(t, h, store, "f1", true, stream)
+		for i, tc := range calls {
+			if tc.Get("function.name").String() != "calc" || !strings.HasPrefix(tc.Get("id").String(), "call_") {
+				t.Errorf("stream %v: call %d: %s", stream, i, tc.Raw)
+			}
+			if err := checkCalc(tc.Get("function.arguments").String()); err != nil {
+				t.Errorf("stream %v: call %d: arguments %s: %v", stream, i, tc.Get("function.arguments").String(), err)
+			}
 		}
-	}
-	drift, leaves, cs := sessionDrift(t, store, "f1", 4)
-	if drift != 0 || leaves != 1 || extends(cs) != 0 {
-		t.Errorf("tokens mode: drift %d, %d trajectories, call %d not extending", drift, leaves, extends(cs))
-	}
-	if n := countTokenCalls(h); n != 4 {
-		t.Errorf("%v calls sent as token ids, want 4", n)
+		if !stream {
+			unstreamed = calls
+		} else if len(calls) != len(unstreamed) {
+			t.Errorf("streamed: %d calls, %d not streamed", len(calls), len(unstreamed))
+		} else {
+			// same seeds, same spliced prompts: the same samples, the
+			// arguments as written (streamed) or as Python dumps them
+			for i := range calls {
+				a, b := calls[i].Get("function.arguments").String(), unstreamed[i].Get("function.arguments").String()
+				if !jsonEqual(a, b) {
+					t.Errorf("call %d: streamed arguments %s, not streamed %s", i, a, b)
+				}
+			}
+		}
+		drift, leaves, cs := sessionDrift(t, store, "f1", 4)
+		if drift != 0 || leaves != 1 || extends(cs) != 0 {
+			t.Errorf("stream %v: tokens mode: drift %d, %d trajectories, call %d not extending", stream, drift, leaves, extends(cs))
+		}
+		if n := countTokenCalls(h); n != 4 {
+			t.Errorf("stream %v: %v calls sent as token ids, want 4", stream, n)
+		}
 	}
 
 	obs, obsStore, _ := startEngineContinuity(t, ContinuityObserve)
-	forcedSession(t, obs, obsStore, "o1", true) // the embedded engine's chat says stop for a named call, as vLLM
-	drift, leaves, _ = sessionDrift(t, obsStore, "o1", 4)
+	forcedSession(t, obs, obsStore, "o1", true, false) // the embedded engine's chat says stop for a named call, as vLLM
+	drift, leaves, _ := sessionDrift(t, obsStore, "o1", 4)
 	t.Logf("observed: drift %d, %d trajectories", drift, leaves)
 	if drift == 0 {
 		t.Errorf("observed: no drift: the client's re-serialised arguments should not match the sampled text")
@@ -190,6 +215,12 @@ func countTokenCalls(h *testHone) float64 {
 // sends both calls back re-serialised: one trajectory, drift 0, every call
 // as token ids.
 func TestContinuityForcedVLLM(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) { forcedVLLM(t, stream) })
+	}
+}
+
+func forcedVLLM(t *testing.T, stream bool) {
 	v := newScriptedVLLM(t,
 		"<think>\nI need the tool.\n</think>\n\n"+`[{"name": "calculator", "parameters": {"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}}]`+"<|im_end|>",
 		"<think>\nCheck it.\n</think>\n\n"+`{"expression":  "391"}`+"<|im_end|>",
@@ -198,7 +229,7 @@ func TestContinuityForcedVLLM(t *testing.T) {
 	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
 	call := func(choice any, hdr map[string]string) *rawResponse {
 		r := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
-			"max_tokens": 64, "tool_choice": choice}
+			"max_tokens": 64, "tool_choice": choice, "stream": stream}
 		if choice == "required" {
 			r["parallel_tool_calls"] = false
 		}
@@ -221,6 +252,21 @@ func TestContinuityForcedVLLM(t *testing.T) {
 	for i, w := range wants {
 		r := call(w.choice, map[string]string{})
 		ch := gjson.GetBytes(r.body, "choices.0")
+		if stream {
+			if i == 0 {
+				// streamed, the parameters as the model wrote them
+				w.args = `{"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}`
+			}
+			checkForcedChunks(t, r.body)
+			m := aggregateStream(t, r.body)
+			fin := m["finish_reason"]
+			delete(m, "finish_reason")
+			if m["content"] == nil {
+				m["content"] = "" // the role chunk's
+			}
+			b, _ := json.Marshal(map[string]any{"message": m, "finish_reason": fin})
+			ch = gjson.ParseBytes(b)
+		}
 		tc := ch.Get("message.tool_calls")
 		if n := len(tc.Array()); n != 1 || tc.Get("0.function.name").String() != "calculator" ||
 			tc.Get("0.function.arguments").String() != w.args || !strings.HasPrefix(tc.Get("0.id").String(), "chatcmpl-tool-") ||
@@ -244,6 +290,7 @@ func TestContinuityForcedVLLM(t *testing.T) {
 		msgs = append(msgs, reserialise(t, m), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
 	}
 	call("auto", map[string]string{"X-Hone-Reward": "1", "X-Hone-Commit": "1"})
+	waitRecorded(t, store, "v1", 3, stream)
 
 	if r := v.routes(); len(r) != 3 || r[0] != "/v1/completions" || r[1] != "/v1/completions" || r[2] != "/v1/completions" {
 		t.Errorf("engine routes %v", r)
@@ -278,6 +325,42 @@ func TestContinuityForcedVLLM(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.s.cont.spliced); n != 2 {
 		t.Errorf("turns put back %v, want 2", n)
+	}
+}
+
+// checkForcedChunks checks a streamed forced call's chunks as vLLM's chat
+// stream sends them: the role chunk with content "", then no content, the
+// call announced once (id, type, name) and its arguments in later deltas
+// without id or name, and the finish reason on the last choice chunk.
+func checkForcedChunks(t *testing.T, body []byte) {
+	t.Helper()
+	announced, fins := 0, 0
+	for i, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		d := gjson.Get(data, "choices.0.delta")
+		if c := d.Get("content"); c.Exists() && (c.Str != "" || d.Get("role").String() != "assistant") {
+			t.Errorf("line %d: content delta %s", i, data)
+		}
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			if tc.Get("id").Exists() {
+				announced++
+				if tc.Get("type").String() != "function" || tc.Get("function.name").String() == "" {
+					t.Errorf("line %d: announcement %s", i, tc.Raw)
+				}
+			} else if tc.Get("function.name").Exists() || tc.Get("type").Exists() {
+				t.Errorf("line %d: a later delta names the call: %s", i, tc.Raw)
+			}
+			return true
+		})
+		if gjson.Get(data, "choices.0.finish_reason").Type == gjson.String {
+			fins++
+		}
+	}
+	if announced != 1 || fins != 1 {
+		t.Errorf("%d calls announced, %d finish reasons, want 1 and 1:\n%s", announced, fins, body)
 	}
 }
 

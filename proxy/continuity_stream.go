@@ -32,6 +32,7 @@ type streamChoice struct {
 	started bool
 	tools   bool
 	served  capture.Choice // what the client gets, for the served-turn cache
+	force   *forcedStream  // a forced tool call's output, nil for free calls
 }
 
 func (p *plan) chatStream(r io.Reader) io.Reader {
@@ -138,7 +139,13 @@ func (s *chatStream) convert(ev []byte) {
 func (s *chatStream) state(i int) *streamChoice {
 	sc := s.choices[i]
 	if sc == nil {
-		sc = &streamChoice{parser: chat.NewStreamParser(s.p.parseOptions())}
+		o := s.p.parseOptions()
+		sc = &streamChoice{}
+		if s.p.force != nil {
+			// the constrained output is JSON, not hermes tool calls
+			o.Tools, sc.force = false, &forcedStream{f: s.p.force, id: chat.NewCallID}
+		}
+		sc.parser = chat.NewStreamParser(o)
 		s.choices[i] = sc
 	}
 	return sc
@@ -164,6 +171,9 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 	if fin.Type == gjson.String {
 		deltas = append(deltas, sc.parser.Finish()...)
 	}
+	if sc.force != nil {
+		deltas = sc.forced(deltas)
+	}
 	cc := contChunkChoice{Index: idx, TokenIDs: ids}
 	if lps != nil {
 		cc.Logprobs = &contLogprobs{Content: lps}
@@ -172,7 +182,11 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 		s.merge(sc, &cc.Delta, d)
 	}
 	if fin.Type == gjson.String {
-		cc.FinishReason, cc.StopReason = finishReason(fin, sc.tools), rawOrNull(c.Get("stop_reason"))
+		// vLLM's chat stream says tool_calls only when the engine stopped,
+		// never for a named tool_choice
+		named := s.p.force != nil && s.p.force.named != ""
+		cc.FinishReason = finishReason(fin, sc.tools && !named && fin.Str == "stop")
+		cc.StopReason = rawOrNull(c.Get("stop_reason"))
 		// the turn is remembered before the client can have it: its next
 		// call may come before this call is recorded
 		sc.served.FinishReason = *cc.FinishReason
@@ -181,6 +195,22 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 		return // nothing generated in this step
 	}
 	s.emit(s.with(head, cc))
+}
+
+// forced turns a forced call's content deltas into tool-call deltas;
+// reasoning passes.
+func (sc *streamChoice) forced(deltas []chat.Delta) []chat.Delta {
+	var out []chat.Delta
+	for _, d := range deltas {
+		if d.ToolCall != nil || d.Reasoning != "" {
+			out = append(out, d)
+			continue
+		}
+		for _, tc := range sc.force.push(d.Content) {
+			out = append(out, chat.Delta{ToolCall: &tc})
+		}
+	}
+	return out
 }
 
 // merge adds one parsed delta to a chunk's delta (and to what the client

@@ -26,7 +26,10 @@ func TestTurnMatchedByMeaning(t *testing.T) {
 		{"arguments as an object", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":{"y":{"a":[1,2.5],"b":"s"},"x":1}}}]}`, true},
 		{"reasoning inline in content", `{"role":"assistant","content":"<think>\nthink\n</think>\n\nLet me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":1,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, true},
 		{"another argument value", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":2,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, false},
-		{"number written otherwise", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":1.0,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, false},
+		// JavaScript clients parse and write numbers by value (1.0 as 1,
+		// 2.50 as 2.5): they mean the same
+		{"numbers written otherwise", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":1.0,\"y\":{\"a\":[1e0,2.50],\"b\":\"s\"}}"}}]}`, true},
+		{"another number", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":1.5,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, false},
 		{"another tool", `{"role":"assistant","content":"Let me compute.","tool_calls":[{"type":"function","function":{"name":"calc2","arguments":"{\"x\":1,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, false},
 		{"edited text", `{"role":"assistant","content":"Let me compute!","tool_calls":[{"type":"function","function":{"name":"calc","arguments":"{\"x\":1,\"y\":{\"a\":[1,2.5],\"b\":\"s\"}}"}}]}`, false},
 		{"tool call dropped", `{"role":"assistant","content":"Let me compute."}`, false},
@@ -139,7 +142,7 @@ func TestCovered(t *testing.T) {
 		`{"tool_choice":"required"}`:                                  false, // no tools
 		`{"tool_choice":{"type":"function","function":{"name":"a"}}}`: false,
 		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a","strict":true}}]}`:                    true,
-		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a"}}],"stream":true}`:                    false,
+		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a"}}],"stream":true}`:                    true,
 		`{"tool_choice":"required","tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`:      true,
 		`{"tool_choice":{"type":"function","function":{"name":"a"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: true,
 		`{"tool_choice":{"type":"function","function":{"name":"b"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: false,
