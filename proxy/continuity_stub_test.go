@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hone-rl/hone/model/chat"
@@ -31,8 +32,8 @@ type scriptedVLLM struct {
 	mu      sync.Mutex
 	outputs []string // model outputs, in call order (each ends with <|im_end|>)
 	paths   []string
-	cmpl    []string // the /v1/completions request bodies
-	skew    bool     // /tokenize drops the first id: a probe mismatch
+	cmpl    []string    // the /v1/completions request bodies
+	skew    atomic.Bool // /tokenize drops the first id: a probe mismatch
 }
 
 func newScriptedVLLM(t *testing.T, outputs ...string) *scriptedVLLM {
@@ -85,7 +86,7 @@ func (v *scriptedVLLM) handle(ctx *fasthttp.RequestCtx) {
 	switch string(ctx.Path()) {
 	case "/tokenize":
 		ids := v.render(body)
-		if v.skew {
+		if v.skew.Load() {
 			ids = ids[1:]
 		}
 		ctx.SetBodyString(`{"count":` + strconv.Itoa(len(ids)) + `,"max_model_len":2048,"tokens":` + idsJSON(ids) +

@@ -363,7 +363,7 @@ func TestContinuityEditedHistory(t *testing.T) {
 // on the gauge and in the readiness details.
 func TestContinuityProbeMismatch(t *testing.T) {
 	v := newScriptedVLLM(t, calcOutputs...)
-	v.skew = true
+	v.skew.Store(true)
 	stub := newStub(t)
 	stub.answer = v.handle
 	h := startHone(t, func(o *Options) { o.Continuity, o.Upstream.Tokenizer = ContinuityTokens, tinyModel }, stub)
@@ -389,6 +389,39 @@ func TestContinuityProbeMismatch(t *testing.T) {
 	calcSessionFirst(t, h)
 	if r := v.routes(); len(r) != 1 || r[0] != "/v1/chat/completions" {
 		t.Errorf("engine routes %v", r)
+	}
+}
+
+// TestContinuityReprobe: an engine replaced without going down (its
+// /v1/models lists another base model between two health checks) is probed
+// again; a new adapter alone is not a new engine.
+func TestContinuityReprobe(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	stub := newStub(t)
+	stub.answer = v.handle
+	h := startHone(t, func(o *Options) { o.Continuity, o.Upstream.Tokenizer = ContinuityTokens, tinyModel }, stub)
+	if st := waitProbe(t, h.s, stub.url()); !st.tokens {
+		t.Fatalf("probe state %+v", st)
+	}
+	v.skew.Store(true) // what a probe would now find
+	entry := func(id, parent string) string {
+		return `{"id":"` + id + `","object":"model","parent":` + parent + `,"max_model_len":40960}`
+	}
+	stub.setModels(`{"object":"list","data":[` + entry("Qwen/Qwen3-0.6B", "null") + `,` + entry("policy-v2", `"Qwen/Qwen3-0.6B"`) + `]}`)
+	time.Sleep(300 * time.Millisecond) // several health checks
+	if st := h.s.cont.state(stub.url()); !st.tokens {
+		t.Fatalf("a new adapter made hone probe again: %+v", st)
+	}
+	stub.setModels(`{"object":"list","data":[` + entry("Qwen/Qwen3-1.7B", "null") + `]}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for h.s.cont.state(stub.url()).tokens {
+		if time.Now().After(deadline) {
+			t.Fatal("the replaced engine was not probed again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := h.s.cont.state(stub.url()); !strings.Contains(st.reason, "differs") {
+		t.Errorf("probe state %+v", st)
 	}
 }
 

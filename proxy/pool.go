@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net/url"
@@ -24,6 +25,7 @@ type engine struct {
 	outstanding atomic.Int64
 	fails       atomic.Int32 // consecutive 5xx answers
 	models      atomic.Pointer[[]string]
+	base        atomic.Pointer[string] // the base models it lists, with their max_model_len
 }
 
 func (e *engine) serves(model string) bool {
@@ -47,6 +49,10 @@ type pool struct {
 	log     *slog.Logger
 	rr      atomic.Uint64
 	onState func(e *engine, up bool)
+	// onBase is called when a healthy engine's base models (not its
+	// adapters) change between two health checks: it was replaced without
+	// going down.
+	onBase  func(e *engine)
 	onPanic func() // a call goes to an unhealthy engine: no healthy one is left
 }
 
@@ -188,15 +194,28 @@ func (p *pool) check(ctx context.Context, e *engine) {
 		p.setHealthy(e, false, why)
 		return
 	}
+	changed := false
 	if status, body, err := p.get(ctx, e, "/v1/models"); err == nil && status == 200 {
 		var ids []string
-		gjson.GetBytes(body, "data.#.id").ForEach(func(_, v gjson.Result) bool {
-			ids = append(ids, v.String())
+		var base strings.Builder
+		gjson.GetBytes(body, "data").ForEach(func(_, m gjson.Result) bool {
+			ids = append(ids, m.Get("id").String())
+			if pa := m.Get("parent"); !pa.Exists() || pa.Type == gjson.Null {
+				fmt.Fprintf(&base, "%s:%d\n", m.Get("id").String(), m.Get("max_model_len").Int())
+			}
 			return true
 		})
 		e.models.Store(&ids)
+		b := base.String()
+		prev := e.base.Swap(&b)
+		changed = prev != nil && *prev != b
 	}
+	up := e.healthy.Load()
 	p.setHealthy(e, true, "health check passed")
+	if changed && up && p.onBase != nil {
+		p.log.Warn("engine base models changed", "engine", e.url)
+		p.onBase(e) // an engine that was down is probed by onState
+	}
 }
 
 // get fetches a small control resource of an engine (not through the

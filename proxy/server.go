@@ -81,6 +81,12 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 			go func() { defer s.bg.Done(); s.probe(s.ctx, e) }() // the engine may have changed
 		}
 	}
+	p.onBase = func(e *engine) {
+		if s.cont != nil {
+			s.bg.Add(1)
+			go func() { defer s.bg.Done(); s.probe(s.ctx, e) }()
+		}
+	}
 	p.onPanic = s.m.panics.Inc
 	for _, e := range p.engines {
 		s.m.engineUp.WithLabelValues(e.url).Set(1)

@@ -26,7 +26,11 @@ type stubEngine struct {
 	answer   func(ctx *fasthttp.RequestCtx) // set per test
 	health   atomic.Int32                   // status of GET /health (0 means 200)
 	served   atomic.Int64
+	models   atomic.Pointer[string] // GET /v1/models body; nil: one Qwen3-0.6B
 }
+
+// setModels sets the stub's GET /v1/models body.
+func (s *stubEngine) setModels(body string) { s.models.Store(&body) }
 
 func newStub(t *testing.T) *stubEngine {
 	t.Helper()
@@ -53,6 +57,10 @@ func (s *stubEngine) handle(ctx *fasthttp.RequestCtx) {
 		return
 	case "/v1/models":
 		ctx.SetContentType("application/json")
+		if m := s.models.Load(); m != nil {
+			ctx.SetBodyString(*m)
+			return
+		}
 		ctx.SetBodyString(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model","created":1763780000,` +
 			`"owned_by":"vllm","root":"Qwen/Qwen3-0.6B","parent":null,"max_model_len":40960,"permission":[]}]}`)
 		return
