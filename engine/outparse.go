@@ -38,6 +38,9 @@ func (e *Engine) parseOutput(text string, job *chatJob) (any, *string, []toolCal
 	if out.Content != nil {
 		content = *out.Content
 	}
+	if single(job) && len(out.ToolCalls) > 1 {
+		out.ToolCalls = out.ToolCalls[:1]
+	}
 	calls := make([]toolCall, len(out.ToolCalls))
 	for i, c := range out.ToolCalls {
 		calls[i] = toolCall{ID: c.ID, Type: c.Type, Function: toolCallFunction{Name: c.Name, Arguments: c.Arguments}}
@@ -45,14 +48,22 @@ func (e *Engine) parseOutput(text string, job *chatJob) (any, *string, []toolCal
 	return content, out.Reasoning, calls
 }
 
+// single reports parallel_tool_calls false: the answer keeps the first tool
+// call only, streamed or not, as vLLM's maybe_filter_parallel_tool_calls
+// does (the sampled text may hold more: neither constrains it under auto).
+func single(job *chatJob) bool {
+	return job.req.ParallelToolCalls != nil && !*job.req.ParallelToolCalls
+}
+
 // streamParser adapts chat.StreamParser to the chat stream's deltas.
 type streamParser struct {
-	p    *chat.StreamParser
-	hide bool // drop reasoning (include_reasoning: false)
+	p      *chat.StreamParser
+	hide   bool // drop reasoning (include_reasoning: false)
+	single bool // drop every tool call but the first (parallel_tool_calls: false)
 }
 
 func (e *Engine) newDeltaParser(job *chatJob) deltaParser {
-	return streamParser{p: chat.NewStreamParser(e.parseOptions(job)), hide: hideReasoning(job)}
+	return streamParser{p: chat.NewStreamParser(e.parseOptions(job)), hide: hideReasoning(job), single: single(job)}
 }
 
 func (s streamParser) Feed(text string) msgDelta { return s.merge(s.p.Push(text)) }
@@ -66,7 +77,7 @@ func (s streamParser) merge(ds []chat.Delta) msgDelta {
 		if !s.hide {
 			m.Reasoning += d.Reasoning
 		}
-		if tc := d.ToolCall; tc != nil {
+		if tc := d.ToolCall; tc != nil && !(s.single && tc.Index > 0) {
 			m.ToolCalls = append(m.ToolCalls, deltaToolCall{Index: tc.Index, ID: tc.ID, Type: tc.Type,
 				Function: &deltaFunction{Name: tc.Name, Arguments: tc.Arguments}})
 		}

@@ -30,6 +30,7 @@ type plan struct {
 	asIDs     bool       // the client asked return_tokens_as_token_ids
 	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
 	force     *forced    // a forced tool call (continuity_forced.go); nil: none
+	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
 }
 
 // errNotCovered marks requests tokens mode leaves to the engine's chat
@@ -69,7 +70,8 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	}
 	p := &plan{k: k, session: c.verdict.Session, prefix: cv.hashes[len(cv.hashes)-1], up: up,
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
-		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force}
+		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force,
+		single: doc.Get("parallel_tool_calls").Type == gjson.False}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
 	p.tools = k.parse.Tools && len(req.Tools) > 0 && string(req.Tools) != "[]" && tc != `"none"` && force == nil
 	for j := len(cv.msgs) - 2; j >= 0 && p.session != ""; j-- {

@@ -151,6 +151,9 @@ func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
 			ch.Message.Content, ch.Message.ToolCalls = &empty, p.force.calls(out.Content, p.forcedID)
 			ch.FinishReason = p.force.finish(c.Get("finish_reason"))
 		}
+		if p.single && len(ch.Message.ToolCalls) > 1 {
+			ch.Message.ToolCalls = ch.Message.ToolCalls[:1] // vLLM's maybe_filter_parallel_tool_calls
+		}
 		if lps != nil {
 			ch.Logprobs = &contLogprobs{Content: lps}
 		}

@@ -217,6 +217,9 @@ func (sc *streamChoice) forced(deltas []chat.Delta) []chat.Delta {
 // is served).
 func (s *chatStream) merge(sc *streamChoice, dst *contDelta, d chat.Delta) {
 	switch {
+	case d.ToolCall != nil && s.p.single && d.ToolCall.Index > 0:
+		// parallel_tool_calls false: vLLM's chat stream drops the deltas of
+		// every call but the first (maybe_filter_parallel_tool_calls)
 	case d.ToolCall != nil:
 		sc.tools = true
 		t := d.ToolCall

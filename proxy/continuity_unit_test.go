@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -271,6 +273,50 @@ func TestReasoningTokens(t *testing.T) {
 		n, ok := p.reasoningTokens([][]int32{enc(tc.out)})
 		if n != tc.n || ok != tc.ok {
 			t.Errorf("%q thinking %v %s: %d %v, want %d %v", tc.out, tc.thinking, tc.e.kind, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+// TestSingleToolCall: with parallel_tool_calls false the client gets the
+// first of two sampled tool calls, as vLLM's maybe_filter_parallel_tool_calls
+// leaves it, plain and streamed (where the second call's deltas are
+// dropped); the turn remembered is what the client got.
+func TestSingleToolCall(t *testing.T) {
+	k, err := newContinuity(tinyModel, nil, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"
+	for _, single := range []bool{false, true} {
+		want := map[bool]int{false: 2, true: 1}[single]
+		p := &plan{k: k, ids: []int32{1, 2, 3}, tools: true, single: single, session: "s"}
+		cmpl := `{"id":"cmpl-a","object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":` +
+			mustQuote(text) + `,"finish_reason":"stop","stop_reason":null}]}`
+		out, err := p.chatBody([]byte(cmpl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := gjson.GetBytes(out, "choices.0.message.tool_calls.#").Int(); int(n) != want {
+			t.Errorf("single %v: %d tool calls, want %d: %s", single, n, want, out)
+		}
+		var sse strings.Builder
+		for i, piece := range strings.SplitAfter(text, "\n") {
+			fin := "null"
+			if i == len(strings.SplitAfter(text, "\n"))-1 {
+				fin = `"stop"`
+			}
+			fmt.Fprintf(&sse, "data: {\"id\":\"cmpl-a\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","+
+				"\"choices\":[{\"index\":0,\"text\":%s,\"finish_reason\":%s}]}\n\n", mustQuote(piece), fin)
+		}
+		sse.WriteString("data: [DONE]\n\n")
+		b, err := io.ReadAll(p.chatStream(strings.NewReader(sse.String())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := aggregateStream(t, b)
+		calls, _ := m["tool_calls"].([]any)
+		if len(calls) != want || m["finish_reason"] != "tool_calls" {
+			t.Errorf("single %v streamed: %d tool calls (want %d), finish %v:\n%s", single, len(calls), want, m["finish_reason"], b)
 		}
 	}
 }
