@@ -110,8 +110,19 @@ func TestContinuityVLLM(t *testing.T) {
 		{"chat-logprobs", `,"logprobs":true,"top_logprobs":2`, false},
 		{"chat-stream-logprobs-usage", `,"stream":true,"logprobs":true,"stream_options":{"include_usage":true}`, false},
 		{"chat-no-thinking", `,"chat_template_kwargs":{"enable_thinking":false}`, false},
+		// vLLM constrains these with a structural tag; hone sends its own
+		// tag on the token-id request
+		{"chat-tools-single", `,"parallel_tool_calls":false,"tools":` + continuityTools, false},
+		{"chat-tools-single-stream", `,"stream":true,"parallel_tool_calls":false,"tools":` + continuityTools, true},
+		{"chat-tools-strict", `,"tools":` + strings.Replace(continuityTools, `"name":"calculator",`, `"name":"calculator","strict":true,`, 1), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			before := tokenCalls(t, reg)
+			defer func() {
+				if n := tokenCalls(t, reg) - before; n != 1 {
+					t.Errorf("%v calls went as token ids, want 1", n)
+				}
+			}()
 			body := `{"model":"` + v.Model + `","messages":` + msgs + `,"max_tokens":24,"temperature":0` + c.extra + `}`
 			status, _, got, err := Post(context.Background(), url+"/v1/chat/completions", []byte(body),
 				map[string][]string{"X-Hone-Session": {"wire-" + c.name}})
@@ -186,4 +197,27 @@ func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// tokenCalls is how many calls hone sent as token ids.
+func tokenCalls(t *testing.T, g prometheus.Gatherer) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "hone_continuity_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && (l.GetValue() == "rendered" || l.GetValue() == "spliced") {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/tidwall/gjson"
@@ -10,8 +11,7 @@ import (
 // tool calls are (continuity_forced.go, continuity_forced_stream.go); what else vLLM
 // enforces on chat only (response formats), prefills and custom templates
 // go to the chat endpoint as sent. Strict or single tool calls under auto
-// are covered here and left to the chat endpoint per engine
-// (chatConstrained).
+// are covered: vLLM engines get vLLM's structural tag (structuralTag).
 func covered(doc gjson.Result) error {
 	why := ""
 	tc := doc.Get("tool_choice")
@@ -49,47 +49,67 @@ func covered(doc gjson.Result) error {
 	return nil
 }
 
-// chatConstrained says why vLLM (0.32) would constrain a chat request's
-// tool calls where tool_choice is auto: with its default
-// VLLM_ENFORCE_STRICT_TOOL_CALLING it builds a hermes structural tag for
-// parallel_tool_calls false or strict tools
-// (tool_parsers/structural_tag_registry.py), which its /v1/completions
-// would take as structured_outputs.structural_tag, but in a form hone does
-// not rebuild yet; "" when it would not. A forced call is constrained by
-// its JSON schema instead (continuity_forced.go). hone's embedded engine
-// constrains neither, so its engines get such calls as token ids
-// (tokensOn).
-func chatConstrained(doc gjson.Result) string {
-	tools := doc.Get("tools")
-	if !tools.IsArray() || len(tools.Array()) == 0 {
-		return ""
+// structuralTag is the structural tag vLLM 0.32's chat endpoint constrains
+// a request's tool calls with under tool_choice auto, for its
+// /v1/completions as structured_outputs.structural_tag; nil when it
+// constrains nothing. With its defaults (VLLM_ENFORCE_STRICT_TOOL_CALLING,
+// --tool-strict-level auto, the hermes tool parser:
+// parser/abstract_parser.py _apply_structural_tag,
+// tool_parsers/structural_tag_registry.py) it does when
+// parallel_tool_calls is false or a tool is strict: text is free until
+// "<tool_call>", then a call must be one of the function tools in either
+// hermes layout, its arguments held to the tool's parameters schema when
+// the tool is strict (any JSON value otherwise), and with
+// parallel_tool_calls false generation stops after the first call.
+// Forced calls are constrained by a JSON schema instead
+// (continuity_forced.go). hone's embedded engine constrains neither, so it
+// gets no tag.
+func structuralTag(doc gjson.Result) []byte {
+	if tc := doc.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && (tc.Type != gjson.String || tc.Str != "auto") {
+		return nil
 	}
-	if tc := doc.Get("tool_choice"); tc.IsObject() || tc.Type == gjson.String && tc.Str != "auto" {
-		return "" // forced (constrained by a JSON schema) or none
-	}
-	why := ""
-	if doc.Get("parallel_tool_calls").Type == gjson.False {
-		why = "parallel_tool_calls false"
-	}
-	tools.ForEach(func(_, t gjson.Result) bool {
-		if t.Get("strict").Bool() || t.Get("function.strict").Bool() {
-			why = "strict tools"
+	single := doc.Get("parallel_tool_calls").Type == gjson.False
+	var tools []gjson.Result
+	anyStrict := false
+	doc.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if t.Get("type").String() == "function" {
+			tools = append(tools, t.Get("function"))
+			anyStrict = anyStrict || t.Get("function.strict").Type == gjson.True
 		}
 		return true
 	})
-	return why
-}
-
-// tokensOn reports whether engine e gets the plan's token-id request: any
-// engine unless vLLM would constrain the call on its chat endpoint
-// (chatConstrained), which only engines of kind embedded do not.
-func (p *plan) tokensOn(e *engine) bool {
-	if e.kind == "embedded" {
-		return true
+	if len(tools) == 0 || (!single && !anyStrict) {
+		return nil
 	}
-	if why := chatConstrained(gjson.ParseBytes(p.up)); why != "" {
-		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "why", why)
-		return false
+	type content struct {
+		Type       string          `json:"type"`
+		JSONSchema json.RawMessage `json:"json_schema"`
+		Style      string          `json:"style"`
+		AnyOrder   bool            `json:"any_order"`
+		MaxWS      *int            `json:"max_whitespace_cnt"`
+		Excludes   []string        `json:"excludes"`
 	}
-	return true
+	type tag struct {
+		Type    string  `json:"type"`
+		Begin   string  `json:"begin"`
+		Content content `json:"content"`
+		End     string  `json:"end"`
+	}
+	var tags []tag
+	for _, fn := range tools {
+		schema := json.RawMessage("true") // a tool not strict: any JSON value
+		if p := fn.Get("parameters"); fn.Get("strict").Type == gjson.True && p.Exists() && p.Type != gjson.Null {
+			schema = json.RawMessage(p.Raw)
+		}
+		for _, f := range [][2]string{{"<tool_call>\n{\"name\": \"", "}\n</tool_call>"}, {"<tool_call>{\"name\": \"", "}</tool_call>"}} {
+			tags = append(tags, tag{Type: "tag", Begin: f[0] + fn.Get("name").String() + `", "arguments": `,
+				Content: content{Type: "json_schema", JSONSchema: schema, Style: "json", Excludes: []string{}}, End: f[1]})
+		}
+	}
+	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": map[string]any{"type": "triggered_tags",
+		"triggers": []string{"<tool_call>"}, "tags": tags, "at_least_one": false, "stop_after_first": single, "excludes": []string{}}})
+	if err != nil {
+		return nil
+	}
+	return b
 }

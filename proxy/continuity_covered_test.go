@@ -1,45 +1,58 @@
 package proxy
 
 import (
+	"encoding/json"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/tidwall/gjson"
 )
 
-// TestChatConstrained: the calls vLLM constrains on its chat endpoint
-// with a structural tag (auto with parallel_tool_calls false or strict
-// tools), which tokens mode leaves to vLLM engines' chat endpoints and
-// sends embedded engines as token ids.
-func TestChatConstrained(t *testing.T) {
-	tool := `[{"type":"function","function":{"name":"a"}}]`
-	strict := `[{"type":"function","function":{"name":"a","strict":true}}]`
-	for _, c := range []struct {
-		body, want string
-	}{
-		{`{"tools":` + tool + `}`, ""},
-		{`{"tools":` + tool + `,"parallel_tool_calls":true}`, ""},
-		{`{"tools":` + tool + `,"parallel_tool_calls":false}`, "parallel_tool_calls false"},
-		{`{"tools":` + tool + `,"parallel_tool_calls":false,"tool_choice":"auto"}`, "parallel_tool_calls false"},
-		{`{"tools":` + strict + `}`, "strict tools"},
-		{`{"tools":[{"type":"function","strict":true,"function":{"name":"a"}}]}`, "strict tools"},
-		{`{"tools":` + tool + `,"parallel_tool_calls":false,"tool_choice":"required"}`, ""},
-		{`{"tools":` + strict + `,"tool_choice":{"type":"function","function":{"name":"a"}}}`, ""},
-		{`{"tools":` + tool + `,"parallel_tool_calls":false,"tool_choice":"none"}`, ""},
-		{`{"tools":[],"parallel_tool_calls":false}`, ""},
-		{`{"parallel_tool_calls":false}`, ""},
-	} {
-		if got := chatConstrained(gjson.Parse(c.body)); got != c.want {
-			t.Errorf("%s: %q, want %q", c.body, got, c.want)
+// TestStructuralTagGolden: the structural tags hone sends vLLM engines are
+// the ones vLLM 0.32's own chat endpoint builds for the same requests
+// (proxy/testdata/structural_tag.json, made by vLLM's
+// Parser._apply_structural_tag through scripts/peers/structural_tag_golden.py),
+// compared as JSON values; none where vLLM builds none.
+func TestStructuralTagGolden(t *testing.T) {
+	b, err := os.ReadFile("testdata/structural_tag.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Cases []struct {
+			Request       json.RawMessage `json:"request"`
+			StructuralTag json.RawMessage `json:"structural_tag"`
 		}
 	}
-	k := &continuity{log: slog.New(slog.DiscardHandler)}
-	p := &plan{k: k, up: []byte(`{"messages":[],"tools":` + tool + `,"parallel_tool_calls":false}`)}
-	if p.tokensOn(&engine{kind: "vllm"}) || !p.tokensOn(&engine{kind: "embedded"}) {
-		t.Error("parallel_tool_calls false: want chat for vllm, token ids for embedded")
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
 	}
-	p.up = []byte(`{"messages":[],"tools":` + tool + `}`)
-	if !p.tokensOn(&engine{kind: "vllm"}) {
-		t.Error("auto: want token ids for vllm")
+	tags := 0
+	for i, c := range doc.Cases {
+		got := structuralTag(gjson.ParseBytes(c.Request))
+		want := string(c.StructuralTag)
+		if want == "null" {
+			if got != nil {
+				t.Errorf("case %d %s: tag %s, vLLM builds none", i, c.Request, got)
+			}
+			continue
+		}
+		tags++
+		if !jsonEqual(string(got), want) {
+			t.Errorf("case %d %s:\n got %s\nwant %s", i, c.Request, got, want)
+		}
+	}
+	if tags < 5 {
+		t.Errorf("only %d cases with a tag", tags)
+	}
+	k := &continuity{log: slog.New(slog.DiscardHandler)}
+	p := &plan{k: k, ids: []int32{1}, tag: structuralTag(gjson.Parse(`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`))}
+	body, err := p.completionsBody(64, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := gjson.GetBytes(body, "structured_outputs.structural_tag"); s.Type != gjson.String || !jsonEqual(s.Str, string(p.tag)) {
+		t.Errorf("completions body %s", body)
 	}
 }

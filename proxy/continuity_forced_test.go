@@ -89,7 +89,7 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 			"max_tokens": 400, "temperature": 1, "seed": 7 + turn, "stream": stream}
 		// the random model would add calls up to max_tokens; under auto (the
 		// last turn) as the OpenAI Agents SDK sends it, which tokens mode
-		// covers for the embedded engine (chatConstrained)
+		// covers (the embedded engine gets no structural tag)
 		req["parallel_tool_calls"] = false
 		hdr := map[string]string{"X-Hone-Session": session}
 		if turn == 3 {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ type plan struct {
 	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
 	force     *forced    // a forced tool call (continuity_forced.go); nil: none
 	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
+	tag       []byte     // vLLM's structural tag for the engine the call goes to (structuralTag); nil: none
 }
 
 // errNotCovered marks requests tokens mode leaves to the engine's chat
@@ -210,8 +212,12 @@ func (k *continuity) isEOS(id int32) bool {
 func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	p.sentTo = nil
 	st := p.k.state(e.url)
-	if st == nil || !st.tokens || !p.tokensOn(e) {
+	if st == nil || !st.tokens {
 		return body, uri
+	}
+	p.tag = nil
+	if e.kind != "embedded" {
+		p.tag = structuralTag(gjson.ParseBytes(p.up))
 	}
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
 	// tool-calling requests) keep special tokens in a chat's output
@@ -274,9 +280,15 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 	out = append(out, `,"logprobs":`...)
 	out = strconv.AppendInt(out, int64(p.topN), 10)
 	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true`...)
-	if p.force != nil {
+	switch {
+	case p.force != nil:
 		out = append(out, `,"structured_outputs":{"json":`...)
 		out = append(out, p.force.schema...)
+		out = append(out, '}')
+	case p.tag != nil:
+		tag, _ := json.Marshal(string(p.tag)) // vLLM takes the tag as a JSON string
+		out = append(out, `,"structured_outputs":{"structural_tag":`...)
+		out = append(out, tag...)
 		out = append(out, '}')
 	}
 	if keepSpecial {

@@ -425,6 +425,31 @@ func TestContinuityReprobe(t *testing.T) {
 	}
 }
 
+// TestContinuityStructuralTag: a single tool call under auto
+// (parallel_tool_calls false), which vLLM's chat constrains with a
+// structural tag, goes to a vLLM engine as token ids with that tag.
+func TestContinuityStructuralTag(t *testing.T) {
+	v := newScriptedVLLM(t, calcOutputs...)
+	h, _ := startContinuity(t, ContinuityTokens, v)
+	body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "max_tokens": 64, "parallel_tool_calls": false,
+		"messages": []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}},
+		"tools":    []json.RawMessage{json.RawMessage(calcTool)}})
+	r := post(t, h.url, "/v1/chat/completions", body, map[string]string{"X-Hone-Session": "st"})
+	if r.status != 200 || gjson.GetBytes(r.body, "choices.0.message.tool_calls.#").Int() != 1 {
+		t.Fatalf("answer %d %s", r.status, r.body)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if rt := v.paths; len(rt) != 1 || rt[0] != "/v1/completions" || len(v.cmpl) != 1 {
+		t.Fatalf("engine routes %v", rt)
+	}
+	tag := gjson.Get(v.cmpl[0], "structured_outputs.structural_tag")
+	if tag.Type != gjson.String || !gjson.Get(tag.Str, "format.stop_after_first").Bool() ||
+		!strings.Contains(gjson.Get(tag.Str, "format.tags.0.begin").String(), `"name": "calculator"`) {
+		t.Errorf("token-id request %s", v.cmpl[0])
+	}
+}
+
 func calcSessionFirst(t *testing.T, h *testHone) {
 	t.Helper()
 	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
@@ -516,10 +541,8 @@ func TestContinuityMessagesAPI(t *testing.T) {
 }
 
 // TestContinuityForcedFirstCall: a call tokens mode leaves to the chat
-// endpoint (a single tool call under auto, parallel_tool_calls false,
-// which vLLM constrains with a structural tag) is remembered from its
-// record, so the next call, sent back re-serialised, puts its sampled turn
-// back.
+// endpoint (here with a response_format) is remembered from its record, so
+// the next call, sent back re-serialised, puts its sampled turn back.
 func TestContinuityForcedFirstCall(t *testing.T) {
 	v := newScriptedVLLM(t, calcOutputs...)
 	h, store := startContinuity(t, ContinuityTokens, v)
@@ -533,7 +556,7 @@ func TestContinuityForcedFirstCall(t *testing.T) {
 		b, _ := json.Marshal(r)
 		return b
 	}
-	first := post(t, h.url, "/v1/chat/completions", req(map[string]any{"parallel_tool_calls": false}),
+	first := post(t, h.url, "/v1/chat/completions", req(map[string]any{"response_format": map[string]any{"type": "json_object"}}),
 		map[string]string{"X-Hone-Session": "f1"})
 	var m1 map[string]any
 	if err := json.Unmarshal([]byte(gjson.GetBytes(first.body, "choices.0.message").Raw), &m1); err != nil || m1["tool_calls"] == nil {

@@ -155,7 +155,7 @@ func TestCovered(t *testing.T) {
 		`{"add_generation_prompt":true}`:     true,
 		`{"chat_template":"{{ messages }}"}`: false,
 		`{"structured_outputs":{"json":{}}}`: false,
-		`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`:               true, // per engine: chatConstrained
+		`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`:               true, // vLLM engines get structuralTag
 		`{"tools":[{"type":"function","function":{"name":"a","strict":true}}]}`:                             true,
 		`{"tools":[{"type":"function","function":{"name":"a","strict":false}}],"parallel_tool_calls":true}`: true,
 		`{"include_reasoning":false}`: false,
