@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels lint fuzz demo tiny-model clean peers soak
+.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -74,6 +74,13 @@ bench-proxy: build
 # present: ARGS='-torch /path/to/python') on hone's shapes, with the FMA peak.
 bench-kernels:
 	$(GO) run ./bench/kernels $(ARGS)
+
+# LoRA-step tokens/s and MFU on a GPU for Qwen3-0.6B and 8B shapes (random
+# weights, nothing downloaded). Without a GPU, or in a build without
+# -tags cuda, it prints "not measured: no GPU" and exits 0;
+# ARGS='-backend emulated -tiny' checks the program end to end on the host.
+bench-gpu:
+	$(GO) run ./bench/gpu $(ARGS)
 
 lint:
 	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "gofmt needed: $$files"; exit 1; fi
