@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
+.PHONY: all build build-static build-cuda run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -21,6 +21,13 @@ build:
 # reports "no GPU".
 build-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hone
+
+# hone with the real CUDA backend (-tags cuda) as bin/hone-cuda: the toolkit
+# from NVIDIA's PyPI wheels, the kernels compiled by nvcc, linked against
+# libcudart and cuBLAS. No GPU needed to build; run 'bin/hone-cuda selftest
+# --backend cuda' on one.
+build-cuda:
+	bash scripts/cuda/build.sh
 
 # Starts hone on the embedded default: embedded CPU engine + tiny model +
 # Badger in ./data. Prints where it listens and a ready-to-paste curl.
@@ -76,11 +83,16 @@ bench-kernels:
 	$(GO) run ./bench/kernels $(ARGS)
 
 # LoRA-step tokens/s and MFU on a GPU for Qwen3-0.6B and 8B shapes (random
-# weights, nothing downloaded). Without a GPU, or in a build without
-# -tags cuda, it prints "not measured: no GPU" and exits 0;
+# weights, nothing downloaded). Where nvidia-smi exists it is built with
+# -tags cuda (scripts/cuda/build.sh) and run; elsewhere it runs without the
+# tag and prints "not measured: no GPU" (exit 0).
 # ARGS='-backend emulated -tiny' checks the program end to end on the host.
 bench-gpu:
-	$(GO) run ./bench/gpu $(ARGS)
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+		bash scripts/cuda/build.sh -o bin/gpu-bench ./bench/gpu && bin/gpu-bench $(ARGS); \
+	else \
+		$(GO) run ./bench/gpu $(ARGS); \
+	fi
 
 lint:
 	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "gofmt needed: $$files"; exit 1; fi

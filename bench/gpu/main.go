@@ -6,8 +6,8 @@
 //	go run ./bench/gpu [-backend auto|cuda|emulated|cpu] [-tiny] [-tokens 2048] [-steps 3] [-peak-tflops F]
 //	make bench-gpu ARGS='...'
 //
-// The GPU backend needs a binary built with -tags cuda (scripts/cuda/build.sh
-// prints the go command line). Without a GPU it prints "not measured: no GPU"
+// The GPU backend needs a binary built with -tags cuda: make bench-gpu does
+// that (scripts/cuda/build.sh) where nvidia-smi exists. Without a GPU it prints "not measured: no GPU"
 // and exits 0: no GPU has run it yet, so every GPU figure of bench/RESULTS.md
 // reads "not measured". -backend emulated -tiny (or cpu -tiny) runs the same
 // code end to end on a small shape, to check the program itself; its

@@ -12,9 +12,9 @@ import (
 const cudaBuilt = false
 
 func openCUDA(string) (kernels.Backend, func(), error) {
-	return nil, nil, fmt.Errorf("%w: this hone was built without CUDA support (it needs go build -tags cuda "+
-		"linked against the CUDA runtime and cuBLAS; see README, CUDA backend); its CUDA kernels run here only "+
-		"emulated on the CPU (--backend emulated), for testing", ErrUnavailable)
+	return nil, nil, fmt.Errorf("%w: this hone was built without CUDA support (the cuda build tag; make build-cuda "+
+		"builds bin/hone-cuda, linked against the CUDA runtime and cuBLAS); in this build the CUDA kernels run "+
+		"only emulated on the CPU (backend emulated), for testing", ErrUnavailable)
 }
 
 func openEmulated(variant string) (kernels.Backend, func(), error) {
