@@ -115,6 +115,12 @@ func TestContinuityVLLM(t *testing.T) {
 		{"chat-tools-single", `,"parallel_tool_calls":false,"tools":` + continuityTools, false},
 		{"chat-tools-single-stream", `,"stream":true,"parallel_tool_calls":false,"tools":` + continuityTools, true},
 		{"chat-tools-strict", `,"tools":` + strings.Replace(continuityTools, `"name":"calculator",`, `"name":"calculator","strict":true,`, 1), false},
+		// forced calls: vLLM's chat constrains them with a structural tag
+		// too, and so does hone's token-id request
+		{"chat-required", `,"tool_choice":"required","tools":` + continuityTools, false},
+		{"chat-required-stream", `,"stream":true,"tool_choice":"required","tools":` + continuityTools, true},
+		{"chat-named", `,"tool_choice":{"type":"function","function":{"name":"calculator"}},"tools":` + continuityTools, false},
+		{"chat-named-stream-single", `,"stream":true,"parallel_tool_calls":false,"tool_choice":{"type":"function","function":{"name":"calculator"}},"tools":` + continuityTools, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := tokenCalls(t, reg)

@@ -50,66 +50,83 @@ func covered(doc gjson.Result) error {
 }
 
 // structuralTag is the structural tag vLLM 0.32's chat endpoint constrains
-// a request's tool calls with under tool_choice auto, for its
-// /v1/completions as structured_outputs.structural_tag; nil when it
-// constrains nothing. With its defaults (VLLM_ENFORCE_STRICT_TOOL_CALLING,
-// --tool-strict-level auto, the hermes tool parser:
-// parser/abstract_parser.py _apply_structural_tag,
-// tool_parsers/structural_tag_registry.py) it does when
-// parallel_tool_calls is false or a tool is strict: text is free until
-// "<tool_call>", then a call must be one of the function tools in either
-// hermes layout, its arguments held to the tool's parameters schema when
-// the tool is strict (any JSON value otherwise), and with
-// parallel_tool_calls false generation stops after the first call.
-// Forced calls are constrained by a JSON schema instead
-// (continuity_forced.go). hone's embedded engine constrains neither, so it
-// gets no tag.
+// a request's tool calls with, for its /v1/completions as
+// structured_outputs.structural_tag; nil when it constrains nothing. With
+// its defaults (VLLM_ENFORCE_STRICT_TOOL_CALLING, --tool-strict-level auto,
+// the hermes tool parser: parser/abstract_parser.py _apply_structural_tag,
+// tool_parsers/structural_tag_registry.py) it does for forced calls
+// (tool_choice required: one or more calls of the function tools; a named
+// function: one call of it) and, under auto, when parallel_tool_calls is
+// false or a tool is strict (text free until "<tool_call>", then calls).
+// A call is one of the tools in either hermes layout, its arguments held to
+// the tool's parameters schema when the tool is strict (any JSON value
+// otherwise); with parallel_tool_calls false generation stops after the
+// first call. hone's embedded engine takes no structural tag: forced calls
+// go to it with a JSON schema (continuity_forced.go).
 func structuralTag(doc gjson.Result) []byte {
-	if tc := doc.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && (tc.Type != gjson.String || tc.Str != "auto") {
-		return nil
+	tc := doc.Get("tool_choice")
+	named, auto := "", !tc.Exists() || tc.Type == gjson.Null || (tc.Type == gjson.String && tc.Str == "auto")
+	switch {
+	case tc.IsObject():
+		named = tc.Get("function.name").String()
+	case !auto && (tc.Type != gjson.String || tc.Str != "required"):
+		return nil // none
 	}
 	single := doc.Get("parallel_tool_calls").Type == gjson.False
 	var tools []gjson.Result
 	anyStrict := false
 	doc.Get("tools").ForEach(func(_, t gjson.Result) bool {
-		if t.Get("type").String() == "function" {
+		if t.Get("type").String() == "function" && (named == "" || t.Get("function.name").String() == named) {
 			tools = append(tools, t.Get("function"))
 			anyStrict = anyStrict || t.Get("function.strict").Type == gjson.True
 		}
 		return true
 	})
-	if len(tools) == 0 || (!single && !anyStrict) {
+	if len(tools) == 0 || (auto && !single && !anyStrict) {
 		return nil
 	}
-	type content struct {
+	format := map[string]any{"type": "tags_with_separator", "tags": hermesTags(tools), "separator": "", "at_least_one": true,
+		"stop_after_first": single || named != ""}
+	if auto {
+		format = map[string]any{"type": "triggered_tags", "triggers": []string{"<tool_call>"}, "tags": hermesTags(tools),
+			"at_least_one": false, "stop_after_first": single, "excludes": []string{}}
+	}
+	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": format})
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// hermesTag is one tool call layout of vLLM's hermes structural tag.
+type hermesTag struct {
+	Type    string `json:"type"`
+	Begin   string `json:"begin"`
+	Content struct {
 		Type       string          `json:"type"`
 		JSONSchema json.RawMessage `json:"json_schema"`
 		Style      string          `json:"style"`
 		AnyOrder   bool            `json:"any_order"`
 		MaxWS      *int            `json:"max_whitespace_cnt"`
 		Excludes   []string        `json:"excludes"`
-	}
-	type tag struct {
-		Type    string  `json:"type"`
-		Begin   string  `json:"begin"`
-		Content content `json:"content"`
-		End     string  `json:"end"`
-	}
-	var tags []tag
+	} `json:"content"`
+	End string `json:"end"`
+}
+
+// hermesTags lists each tool in both hermes layouts (a newline inside the
+// tags, or none), as vLLM's _hermes_tool_tags.
+func hermesTags(tools []gjson.Result) []hermesTag {
+	var tags []hermesTag
 	for _, fn := range tools {
 		schema := json.RawMessage("true") // a tool not strict: any JSON value
 		if p := fn.Get("parameters"); fn.Get("strict").Type == gjson.True && p.Exists() && p.Type != gjson.Null {
 			schema = json.RawMessage(p.Raw)
 		}
 		for _, f := range [][2]string{{"<tool_call>\n{\"name\": \"", "}\n</tool_call>"}, {"<tool_call>{\"name\": \"", "}</tool_call>"}} {
-			tags = append(tags, tag{Type: "tag", Begin: f[0] + fn.Get("name").String() + `", "arguments": `,
-				Content: content{Type: "json_schema", JSONSchema: schema, Style: "json", Excludes: []string{}}, End: f[1]})
+			t := hermesTag{Type: "tag", Begin: f[0] + fn.Get("name").String() + `", "arguments": `, End: f[1]}
+			t.Content.Type, t.Content.JSONSchema, t.Content.Style, t.Content.Excludes = "json_schema", schema, "json", []string{}
+			tags = append(tags, t)
 		}
 	}
-	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": map[string]any{"type": "triggered_tags",
-		"triggers": []string{"<tool_call>"}, "tags": tags, "at_least_one": false, "stop_after_first": single, "excludes": []string{}}})
-	if err != nil {
-		return nil
-	}
-	return b
+	return tags
 }

@@ -203,18 +203,20 @@ func countTokenCalls(h *testHone) float64 {
 	return testutil.ToFloat64(h.s.cont.calls.WithLabelValues("rendered")) + testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced"))
 }
 
-// TestContinuityForcedVLLM: forced calls against an engine replaying vLLM
-// 0.32's formats. The token-id request carries structured_outputs json with
-// vLLM's schema (an array of {name, parameters}, at most one with
-// parallel_tool_calls false; the named function's parameters); the answer
-// is vLLM's chat answer for its JSON tool-call path: the array's items as
-// tool calls with Python-serialised arguments (", ", ": ", floats as
-// Python writes them, no ASCII escapes), "chatcmpl-tool-" ids, content "",
-// finish_reason tool_calls (required) or stop (named), the reasoning
-// parsed; a named call's arguments are its output as written. The client
-// sends both calls back re-serialised: one trajectory, drift 0, every call
-// as token ids.
-func TestContinuityForcedVLLM(t *testing.T) {
+// TestContinuityForcedJSON: forced calls on vLLM 0.32's JSON tool-call
+// path, which tokens mode uses towards engines taking no structural tag
+// (hone's embedded engine), against a stub replaying vLLM's formats. The
+// token-id request carries structured_outputs json with vLLM's schema (an
+// array of {name, parameters}, at most one with parallel_tool_calls false;
+// the named function's parameters); the answer is vLLM's chat answer for
+// that path: the array's items as tool calls with Python-serialised
+// arguments (", ", ": ", floats as Python writes them, no ASCII escapes),
+// content "", finish_reason tool_calls (required) or stop (named), the
+// reasoning parsed; a named call's arguments are its output as written;
+// streamed, one announcement per call, then argument deltas, the
+// parameters as written. The client sends both calls back re-serialised:
+// one trajectory, drift 0, every call as token ids.
+func TestContinuityForcedJSON(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) { forcedVLLM(t, stream) })
 	}
@@ -225,7 +227,7 @@ func forcedVLLM(t *testing.T, stream bool) {
 		"<think>\nI need the tool.\n</think>\n\n"+`[{"name": "calculator", "parameters": {"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}}]`+"<|im_end|>",
 		"<think>\nCheck it.\n</think>\n\n"+`{"expression":  "391"}`+"<|im_end|>",
 		"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>")
-	h, store := startContinuity(t, ContinuityTokens, v)
+	h, store := startContinuityKind(t, ContinuityTokens, v, "embedded")
 	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
 	call := func(choice any, hdr map[string]string) *rawResponse {
 		r := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
@@ -269,7 +271,7 @@ func forcedVLLM(t *testing.T, stream bool) {
 		}
 		tc := ch.Get("message.tool_calls")
 		if n := len(tc.Array()); n != 1 || tc.Get("0.function.name").String() != "calculator" ||
-			tc.Get("0.function.arguments").String() != w.args || !strings.HasPrefix(tc.Get("0.id").String(), "chatcmpl-tool-") ||
+			tc.Get("0.function.arguments").String() != w.args || !strings.HasPrefix(tc.Get("0.id").String(), "call_") ||
 			tc.Get("0.type").String() != "function" {
 			t.Errorf("call %d: tool calls %s, want arguments %q", i, tc.Raw, w.args)
 		}
@@ -391,5 +393,82 @@ func TestPyDumps(t *testing.T) {
 		if got := pyDumps(gjson.Parse(in)); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestContinuityForcedNative: towards vLLM engines forced calls go as token
+// ids with the structural tag vLLM's own chat constrains them with (hermes
+// calls: all function tools for required, the named one for a named
+// choice), and the output is parsed as vLLM's chat parses it (hermes):
+// content "", finish_reason tool_calls for required and stop for named,
+// streamed or not. The client sends the calls back re-serialised: one
+// trajectory, drift 0.
+func TestContinuityForcedNative(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) {
+			v := newScriptedVLLM(t,
+				"<think>\nI need the tool.\n</think>\n\n<tool_call>\n"+`{"name": "calculator", "arguments": {"expression": "17*23", "n": 1}}`+"\n</tool_call><|im_end|>",
+				"<think>\nCheck it.\n</think>\n\n<tool_call>\n"+`{"name": "calculator", "arguments": {"expression":  "391"}}`+"\n</tool_call><|im_end|>",
+				"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>")
+			h, store := startContinuity(t, ContinuityTokens, v)
+			msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+			named := map[string]any{"type": "function", "function": map[string]any{"name": "calculator"}}
+			for i, w := range []struct {
+				choice       any
+				args, finish string
+			}{
+				{"required", `{"expression": "17*23", "n": 1}`, "tool_calls"},
+				{named, `{"expression": "391"}`, "stop"},
+				{"auto", "", "stop"},
+			} {
+				body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "max_tokens": 64,
+					"tools": []json.RawMessage{json.RawMessage(calcTool)}, "tool_choice": w.choice, "stream": stream})
+				hdr := map[string]string{"X-Hone-Session": "n1"}
+				if i == 2 {
+					hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
+				}
+				r := post(t, h.url, "/v1/chat/completions", body, hdr)
+				if r.status != 200 {
+					t.Fatalf("call %d: %d %s", i, r.status, r.body)
+				}
+				waitRecorded(t, store, "n1", i+1, stream)
+				if i == 2 {
+					break
+				}
+				m := map[string]any{}
+				if stream {
+					m = aggregateStream(t, r.body)
+				} else {
+					_ = json.Unmarshal([]byte(gjson.GetBytes(r.body, "choices.0.message").Raw), &m)
+					m["finish_reason"] = gjson.GetBytes(r.body, "choices.0.finish_reason").String()
+					if c, ok := m["content"].(string); !ok || strings.TrimSpace(c) != "" { // what follows </think>
+						t.Errorf("call %d: content %v", i, m["content"])
+					}
+				}
+				tcs, _ := m["tool_calls"].([]any)
+				if len(tcs) != 1 || m["finish_reason"] != w.finish {
+					t.Fatalf("call %d: %v", i, m)
+				}
+				fn := tcs[0].(map[string]any)["function"].(map[string]any)
+				if args, _ := fn["arguments"].(string); fn["name"] != "calculator" || !jsonEqual(args, w.args) ||
+					(!stream && args != w.args) || !strings.HasPrefix(tcs[0].(map[string]any)["id"].(string), "chatcmpl-tool-") {
+					t.Errorf("call %d: tool call %v, want arguments %s", i, tcs[0], w.args)
+				}
+				msgs = append(msgs, reserialise(t, m), map[string]any{"role": "tool", "tool_call_id": "x", "content": "391"})
+			}
+			v.mu.Lock()
+			bodies := slices.Clone(v.cmpl)
+			v.mu.Unlock()
+			for i, want := range []string{"tags_with_separator", "tags_with_separator", ""} {
+				so := gjson.Get(bodies[i], "structured_outputs")
+				if got := gjson.Get(so.Get("structural_tag").Str, "format.type").String(); got != want || so.Get("json").Exists() {
+					t.Errorf("call %d: structured_outputs %s, want a %q tag", i, so.Raw, want)
+				}
+			}
+			drift, leaves, cs := sessionDrift(t, store, "n1", 3)
+			if drift != 0 || leaves != 1 || extends(cs) != 0 {
+				t.Errorf("drift %d, %d trajectories, call %d not extending", drift, leaves, extends(cs))
+			}
+		})
 	}
 }

@@ -33,6 +33,7 @@ type plan struct {
 	force     *forced    // a forced tool call (continuity_forced.go); nil: none
 	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
 	tag       []byte     // vLLM's structural tag for the engine the call goes to (structuralTag); nil: none
+	native    bool       // a forced call constrained by tag: sampled and parsed as hermes calls, not JSON
 }
 
 // errNotCovered marks requests tokens mode leaves to the engine's chat
@@ -215,14 +216,15 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	if st == nil || !st.tokens {
 		return body, uri
 	}
-	p.tag = nil
+	p.tag, p.native = nil, false
 	if e.kind != "embedded" {
 		p.tag = structuralTag(gjson.ParseBytes(p.up))
+		p.native = p.force != nil && p.tag != nil
 	}
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
 	// tool-calling requests) keep special tokens in a chat's output
 	// (skip_special_tokens false): the same text comes back here
-	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.k.parse.Reasoning))
+	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.native || p.k.parse.Reasoning))
 	if err != nil {
 		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
 		return body, uri
@@ -281,7 +283,7 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 	out = strconv.AppendInt(out, int64(p.topN), 10)
 	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true`...)
 	switch {
-	case p.force != nil:
+	case p.force != nil && !p.native:
 		out = append(out, `,"structured_outputs":{"json":`...)
 		out = append(out, p.force.schema...)
 		out = append(out, '}')

@@ -141,7 +141,7 @@ func (s *chatStream) state(i int) *streamChoice {
 	if sc == nil {
 		o := s.p.parseOptions()
 		sc = &streamChoice{}
-		if s.p.force != nil {
+		if s.p.force != nil && !s.p.native {
 			// the constrained output is JSON, not hermes tool calls
 			o.Tools, sc.force = false, &forcedStream{f: s.p.force, id: chat.NewCallID}
 		}

@@ -32,6 +32,13 @@ const calcTool = `{"type":"function","function":{"name":"calculator","descriptio
 // store, in the given continuity mode, and waits for the probe.
 func startContinuity(t *testing.T, mode string, v *scriptedVLLM) (*testHone, *capture.Store) {
 	t.Helper()
+	return startContinuityKind(t, mode, v, "")
+}
+
+// startContinuityKind is startContinuity with the engine of the given kind
+// ("" for the default, vLLM).
+func startContinuityKind(t *testing.T, mode string, v *scriptedVLLM, kind string) (*testHone, *capture.Store) {
+	t.Helper()
 	stub := newStub(t)
 	stub.answer = v.handle
 	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
@@ -42,6 +49,7 @@ func startContinuity(t *testing.T, mode string, v *scriptedVLLM) (*testHone, *ca
 	h := startHoneWith(t, store, func(o *Options) {
 		o.Continuity = mode
 		o.Upstream.Tokenizer = tinyModel
+		o.Upstream.Engines[0].Kind = kind
 	}, stub)
 	if mode == ContinuityTokens {
 		waitProbe(t, h.s, stub.url())

@@ -1,9 +1,11 @@
 """Golden structural tags: what vLLM's chat endpoint constrains tool calls with.
 
-For chat requests with tools under tool_choice auto, vLLM 0.32 (its default
+For chat requests with tools, vLLM 0.32 (its default
 VLLM_ENFORCE_STRICT_TOOL_CALLING, the server's default --tool-strict-level,
 the hermes tool parser) puts a structural tag into the request's
-structured_outputs when parallel_tool_calls is false or a tool is strict.
+structured_outputs for forced calls (tool_choice required or a named
+function) and, under auto, when parallel_tool_calls is false or a tool is
+strict.
 This runs vLLM's own Parser._apply_structural_tag on a set of requests and
 writes each request with the tag (or null) to
 proxy/testdata/structural_tag.json; proxy's TestStructuralTagGolden builds
@@ -41,6 +43,12 @@ REQUESTS = [
     {"tools": [STRICT_NOPARAMS, NOTSTRICT]},
     {"tools": [CALC], "tool_choice": "none", "parallel_tool_calls": False},
     {"tools": [{"type": "function", "function": {"name": "odd \"name\"", "strict": True, "parameters": {}}}]},
+    # forced calls: vLLM's hermes parser constrains them with a tag too
+    {"tools": [CALC, STRICT], "tool_choice": "required"},
+    {"tools": [CALC, STRICT], "tool_choice": "required", "parallel_tool_calls": False},
+    {"tools": [CALC, STRICT], "tool_choice": {"type": "function", "function": {"name": "lookup"}}},
+    {"tools": [CALC, STRICT], "tool_choice": {"type": "function", "function": {"name": "calculator"}},
+     "parallel_tool_calls": False},
 ]
 
 
