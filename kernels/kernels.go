@@ -10,8 +10,12 @@
 // Conventions:
 //   - A "row" tensor [T, N] is viewed with any shape of the same length; an
 //     operation that works per row uses the last dimension of the shape.
-//   - Token ids and positions are host []int32 slices; a device backend copies
-//     them itself.
+//   - Token ids, positions and targets are Index values: int32 data uploaded
+//     once (UploadIndex) and passed to every operation that reads them, so a
+//     device backend copies them to the device once per forward, not once per
+//     layer and op. Their range is found on the host at upload, so an
+//     operation checks its ids against its table in constant time.
+//   - RoPE's cos/sin live in a RoPETable, built once per model.
 //   - Backward operations that produce a parameter gradient (dw, dtable,
 //     dbias) accumulate into it, so gradients of shared weights sum; input
 //     gradients (dx, dq, ...) are overwritten unless documented otherwise.
@@ -23,6 +27,39 @@ type Tensor interface {
 	Shape() []int
 	// Len is the number of elements, the product of Shape.
 	Len() int
+}
+
+// Index is device-resident int32 data (token ids, positions, targets) made
+// by Backend.UploadIndex and released by Backend.FreeIndex.
+type Index interface {
+	// Len is the number of values.
+	Len() int
+	// Range returns the smallest and largest value, found on the host when
+	// the index was uploaded; (0, -1) when it is empty.
+	Range() (lo, hi int32)
+}
+
+// IndexRange returns the smallest and largest of ids, or (0, -1) for none:
+// what a backend's UploadIndex records for Index.Range.
+func IndexRange(ids []int32) (lo, hi int32) {
+	if len(ids) == 0 {
+		return 0, -1
+	}
+	lo, hi = ids[0], ids[0]
+	for _, v := range ids[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi
+}
+
+// RoPETable holds the rotary position embedding's cos and sin for positions
+// [0, MaxPos) and Half frequencies per head, made by Backend.NewRoPETable
+// (once per model) and released by Backend.FreeRoPETable.
+type RoPETable interface {
+	// Half is the number of frequencies: half the head dimension.
+	Half() int
+	// MaxPos bounds the positions the table covers: [0, MaxPos).
+	MaxPos() int
 }
 
 // Attn describes a causal grouped-query attention call. Queries are
@@ -75,6 +112,19 @@ type Backend interface {
 	// Fill sets every element of t to v.
 	Fill(t Tensor, v float32)
 
+	// UploadIndex copies ids into a new device index and records their
+	// range. ids must not change until FreeIndex: a host backend may keep
+	// the slice instead of copying it.
+	UploadIndex(ids []int32) Index
+	// FreeIndex releases an index's storage.
+	FreeIndex(ix Index)
+	// NewRoPETable builds the cos/sin of float32(p) * freqs[j] (the product
+	// in float32, as Hugging Face forms it) for positions p in [0, maxPos);
+	// freqs are the inverse frequencies, theta^(-2j/headDim) unless scaled.
+	NewRoPETable(freqs []float32, maxPos int) RoPETable
+	// FreeRoPETable releases a RoPE table's storage.
+	FreeRoPETable(rt RoPETable)
+
 	// MatMul computes C = alpha*op(A)*op(B) + beta*C where op transposes when
 	// asked. Rank-2 operands are [M,K]x[K,N]->[M,N] (before transposition).
 	// Rank-3 operands are batched: A is [B,·,·], C is [B,M,N], and B is
@@ -104,12 +154,12 @@ type Backend interface {
 	// RMSNormBackward sets dx and accumulates dw (nil skips it) for RMSNorm.
 	RMSNormBackward(dx, dw, dy, x, w Tensor, eps float32)
 
-	// RoPE rotates x ([T, heads*headDim], headDim = 2*len(freqs)) in place,
+	// RoPE rotates x ([T, heads*headDim], headDim = 2*rt.Half()) in place,
 	// Hugging Face rotate_half layout: pairs (j, j+headDim/2) rotate by the
-	// angle float32(pos[t]) * freqs[j] (freqs are the inverse frequencies,
-	// theta^(-2j/headDim) unless scaled). inverse rotates the other way,
-	// which is the backward pass.
-	RoPE(x Tensor, pos []int32, freqs []float32, inverse bool)
+	// angle float32(pos[t]) * freqs[j] of rt's frequencies; every position
+	// lies in [0, rt.MaxPos()). inverse rotates the other way, which is the
+	// backward pass.
+	RoPE(x Tensor, pos Index, rt RoPETable, inverse bool)
 
 	// Attention computes causal grouped-query attention (see Attn).
 	Attention(out, q, k, v Tensor, a Attn)
@@ -124,25 +174,25 @@ type Backend interface {
 	SwiGLUBackward(dgate, dup, dout, gate, up Tensor)
 
 	// Embedding sets out[i,:] = table[ids[i],:] (also a row gather).
-	Embedding(out, table Tensor, ids []int32)
+	Embedding(out, table Tensor, ids Index)
 	// EmbeddingBackward accumulates dtable[ids[i],:] += dout[i,:].
-	EmbeddingBackward(dtable, dout Tensor, ids []int32)
+	EmbeddingBackward(dtable, dout Tensor, ids Index)
 
 	// LogProbs sets logp[t] = log_softmax(logits[t,:])[targets[t]].
-	LogProbs(logp, logits Tensor, targets []int32)
+	LogProbs(logp, logits Tensor, targets Index)
 	// LogProbsBackward sets dlogits[t,:] = dlogp[t] * (onehot(targets[t]) -
 	// softmax(logits[t,:])).
-	LogProbsBackward(dlogits, logits Tensor, targets []int32, dlogp Tensor)
+	LogProbsBackward(dlogits, logits Tensor, targets Index, dlogp Tensor)
 	// CrossEntropy sets loss[t] = -log_softmax(logits[t,:])[targets[t]].
-	CrossEntropy(loss, logits Tensor, targets []int32)
+	CrossEntropy(loss, logits Tensor, targets Index)
 
 	// TokenLogProbs is LogProbs of logits = h * w^T (h [T,H], w [V,H])
 	// computed in chunks over the vocabulary so the [T,V] logits never exist.
 	// It also stores each row's log-sum-exp in lse [T] for the backward.
-	TokenLogProbs(logp, lse, h, w Tensor, targets []int32)
+	TokenLogProbs(logp, lse, h, w Tensor, targets Index)
 	// TokenLogProbsBackward sets dh and accumulates dw (nil skips it) given
 	// dlogp, recomputing logits chunk by chunk.
-	TokenLogProbsBackward(dh, dw, h, w, lse Tensor, targets []int32, dlogp Tensor)
+	TokenLogProbsBackward(dh, dw, h, w, lse Tensor, targets Index, dlogp Tensor)
 
 	// AdamWStep updates param in place from grad, with moment buffers m, v.
 	AdamWStep(param, grad, m, v Tensor, o AdamW)

@@ -87,20 +87,23 @@ func AttentionShape(out, q, k, v Tensor, a Attn) (AttnDims, error) {
 	return d, nil
 }
 
-// CheckIDs checks that every id lies in [0, vocab).
-func CheckIDs(ids []int32, vocab int) error {
-	for _, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			return fmt.Errorf("id %d outside vocabulary [0,%d)", id, vocab)
+// CheckIDs checks that every id lies in [0, vocab), in constant time from
+// the range recorded at upload.
+func CheckIDs(ids Index, vocab int) error {
+	if lo, hi := ids.Range(); ids.Len() > 0 && (lo < 0 || int(hi) >= vocab) {
+		bad := lo
+		if lo >= 0 {
+			bad = hi
 		}
+		return fmt.Errorf("id %d outside vocabulary [0,%d)", bad, vocab)
 	}
 	return nil
 }
 
 // CheckTargets checks one target per row, each inside the vocabulary.
-func CheckTargets(targets []int32, rows, vocab int) error {
-	if len(targets) != rows {
-		return fmt.Errorf("%d targets for %d rows", len(targets), rows)
+func CheckTargets(targets Index, rows, vocab int) error {
+	if targets.Len() != rows {
+		return fmt.Errorf("%d targets for %d rows", targets.Len(), rows)
 	}
 	return CheckIDs(targets, vocab)
 }
@@ -113,12 +116,17 @@ func CheckLen(operand string, got, want int) error {
 	return nil
 }
 
-// RoPEShape checks a RoPE call: one position per row of x, and rows made of
-// whole heads of 2*half elements (half frequencies per head).
-func RoPEShape(x Tensor, positions, half int) (n, width int, err error) {
+// RoPEShape checks a RoPE call: one position per row of x, every position
+// inside the table ([0, rt.MaxPos())), and rows made of whole heads of
+// 2*rt.Half() elements.
+func RoPEShape(x Tensor, pos Index, rt RoPETable) (n, width int, err error) {
 	n, width = Rows(x)
-	if positions != n || half <= 0 || width%(2*half) != 0 {
-		return n, width, fmt.Errorf("rope x %v with %d positions, %d frequencies", x.Shape(), positions, half)
+	half := rt.Half()
+	if pos.Len() != n || half <= 0 || width%(2*half) != 0 {
+		return n, width, fmt.Errorf("rope x %v with %d positions, %d frequencies", x.Shape(), pos.Len(), half)
+	}
+	if lo, hi := pos.Range(); n > 0 && (lo < 0 || int(hi) >= rt.MaxPos()) {
+		return n, width, fmt.Errorf("rope positions [%d,%d] outside the table's [0,%d)", lo, hi, rt.MaxPos())
 	}
 	return n, width, nil
 }

@@ -16,6 +16,32 @@ func (s shaped) Len() int {
 	return n
 }
 
+// hostIndex is an Index over a slice, for the checks.
+type hostIndex []int32
+
+func (x hostIndex) Len() int              { return len(x) }
+func (x hostIndex) Range() (lo, hi int32) { return IndexRange(x) }
+
+type table struct{ half, maxPos int }
+
+func (r table) Half() int   { return r.half }
+func (r table) MaxPos() int { return r.maxPos }
+
+func TestIndexRange(t *testing.T) {
+	for _, tc := range []struct {
+		ids    []int32
+		lo, hi int32
+	}{
+		{nil, 0, -1},
+		{[]int32{5}, 5, 5},
+		{[]int32{3, -2, 9, 0}, -2, 9},
+	} {
+		if lo, hi := IndexRange(tc.ids); lo != tc.lo || hi != tc.hi {
+			t.Errorf("IndexRange(%v) = %d, %d; want %d, %d", tc.ids, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
+
 func TestMatMulShape(t *testing.T) {
 	for _, tc := range []struct {
 		c, a, b        shaped
@@ -102,8 +128,9 @@ func TestCheckTargets(t *testing.T) {
 		{[]int32{0, 9}, 3, 10, "2 targets for 3 rows"},
 		{[]int32{0, 10, 4}, 3, 10, "id 10 outside vocabulary [0,10)"},
 		{[]int32{-1, 1, 4}, 3, 10, "id -1 outside"},
+		{[]int32{-1, 1, 40}, 3, 10, "id -1 outside"},
 	} {
-		err := CheckTargets(tc.targets, tc.rows, tc.vocab)
+		err := CheckTargets(hostIndex(tc.targets), tc.rows, tc.vocab)
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("CheckTargets(%v, %d, %d) = %v, want %q", tc.targets, tc.rows, tc.vocab, err, tc.err)
 		}
@@ -121,19 +148,23 @@ func TestCheckLen(t *testing.T) {
 
 func TestRoPEShape(t *testing.T) {
 	for _, tc := range []struct {
-		x               shaped
-		positions, half int
-		ok              bool
+		x            shaped
+		pos          []int32
+		half, maxPos int
+		ok           bool
 	}{
-		{shaped{3, 16}, 3, 4, true},
-		{shaped{3, 16}, 3, 8, true},
-		{shaped{3, 16}, 2, 4, false},
-		{shaped{3, 16}, 3, 0, false},
-		{shaped{3, 12}, 3, 8, false},
+		{shaped{3, 16}, []int32{0, 1, 2}, 4, 3, true},
+		{shaped{3, 16}, []int32{0, 1, 2}, 8, 10, true},
+		{shaped{0, 16}, nil, 8, 10, true},
+		{shaped{3, 16}, []int32{0, 1}, 4, 10, false},
+		{shaped{3, 16}, []int32{0, 1, 2}, 0, 10, false},
+		{shaped{3, 12}, []int32{0, 1, 2}, 8, 10, false},
+		{shaped{3, 16}, []int32{0, 1, 3}, 4, 3, false},
+		{shaped{3, 16}, []int32{0, -1, 2}, 4, 3, false},
 	} {
-		n, w, err := RoPEShape(tc.x, tc.positions, tc.half)
+		n, w, err := RoPEShape(tc.x, hostIndex(tc.pos), table{tc.half, tc.maxPos})
 		if (err == nil) != tc.ok || (tc.ok && (n != tc.x[0] || w != tc.x[1])) {
-			t.Errorf("RoPEShape(%v, %d, %d) = %d, %d, %v", tc.x, tc.positions, tc.half, n, w, err)
+			t.Errorf("RoPEShape(%v, %v, half %d, max %d) = %d, %d, %v", tc.x, tc.pos, tc.half, tc.maxPos, n, w, err)
 		}
 	}
 }

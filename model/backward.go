@@ -53,7 +53,7 @@ func (m *Model) backward(ctx context.Context, act *Activations, dlogp [][]float3
 	}
 	dl := be.Upload(host, t)
 	w.tmp = append(w.tmp, dl)
-	be.TokenLogProbsBackward(dh, dHead, act.hOut, m.lmHead, act.lse, act.targets, dl)
+	be.TokenLogProbsBackward(dh, dHead, act.hOut, m.lmHead, act.lse, act.dtarget, dl)
 	dx := w.alloc(t, cfg.HiddenSize)
 	be.RMSNormBackward(dx, w.baseGrad(func(b *Model) kernels.Tensor { return b.norm }), dh, act.xOut, m.norm, float32(cfg.RMSNormEps))
 	for l := len(m.layers) - 1; l >= 0; l-- {
@@ -64,7 +64,7 @@ func (m *Model) backward(ctx context.Context, act *Activations, dlogp [][]float3
 		w.attention(l, dx)
 	}
 	if g.base != nil {
-		be.EmbeddingBackward(g.base.embed, dx, act.b.ids)
+		be.EmbeddingBackward(g.base.embed, dx, act.b.dids)
 	}
 	return nil
 }
@@ -149,8 +149,8 @@ func (w *bwd) attention(l int, dx kernels.Tensor) {
 		be.AttentionBackward(view(dqr, qw), view(dkr, kw), view(dv, kw), view(dAtt, qw),
 			view(s.qr, qw), view(s.kr, kw), view(s.v, kw), m.attn(0))
 	}
-	be.RoPE(dqr, b.pos, m.freqs, true)
-	be.RoPE(dkr, b.pos, m.freqs, true)
+	be.RoPE(dqr, b.dpos, m.rope, true)
+	be.RoPE(dkr, b.dpos, m.rope, true)
 	dq, dk := dqr, dkr
 	if cfg.QKNorm {
 		dq, dk = w.alloc(t, qw), w.alloc(t, kw)

@@ -18,6 +18,23 @@ type segment struct {
 type batch struct {
 	ids, pos []int32
 	segs     []segment
+	// dids and dpos are ids and pos on the device, uploaded once per pass
+	// (upload) for every layer's ops.
+	dids, dpos kernels.Index
+}
+
+// upload puts ids and positions on the device.
+func (b *batch) upload(be kernels.Backend) {
+	b.dids, b.dpos = be.UploadIndex(b.ids), be.UploadIndex(b.pos)
+}
+
+// free releases what upload made (safe to call twice, or without upload).
+func (b *batch) free(be kernels.Backend) {
+	if b.dids != nil {
+		be.FreeIndex(b.dids)
+		be.FreeIndex(b.dpos)
+		b.dids, b.dpos = nil, nil
+	}
 }
 
 func (m *Model) newBatch(steps []Step) (*batch, error) {
@@ -107,8 +124,10 @@ func (m *Model) run(ctx context.Context, b *batch, rows []int32) ([][]float32, e
 	sc := m.newScratch(len(b.ids), b.segs)
 	defer sc.free()
 	be, cfg := m.be, m.cfg
+	b.upload(be)
+	defer b.free(be)
 	x := sc.x
-	be.Embedding(x, m.embed, b.ids)
+	be.Embedding(x, m.embed, b.dids)
 	for l := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -122,8 +141,9 @@ func (m *Model) run(ctx context.Context, b *batch, rows []int32) ([][]float32, e
 	h := be.New(len(rows), cfg.HiddenSize)
 	hn := be.New(len(rows), cfg.HiddenSize)
 	logits := be.New(len(rows), cfg.VocabSize)
-	defer func() { be.Free(h); be.Free(hn); be.Free(logits) }()
-	be.Embedding(h, x, rows)
+	drows := be.UploadIndex(rows)
+	defer func() { be.Free(h); be.Free(hn); be.Free(logits); be.FreeIndex(drows) }()
+	be.Embedding(h, x, drows)
 	be.RMSNorm(hn, h, m.norm, float32(cfg.RMSNormEps))
 	be.MatMul(logits, hn, m.lmHead, false, true, 1, 0)
 	host := make([]float32, logits.Len())
@@ -192,8 +212,8 @@ func (m *Model) attentionBlock(l int, b *batch, sc *scratch) {
 		be.RMSNorm(be.View(sc.kn, 0, t*cfg.NumKVHeads, cfg.HeadDim), be.View(sc.k, 0, t*cfg.NumKVHeads, cfg.HeadDim), ly.kNorm, eps)
 		q, k = sc.qn, sc.kn
 	}
-	be.RoPE(q, b.pos, m.freqs, false)
-	be.RoPE(k, b.pos, m.freqs, false)
+	be.RoPE(q, b.dpos, m.rope, false)
+	be.RoPE(k, b.dpos, m.rope, false)
 	qw, kw := cfg.NumHeads*cfg.HeadDim, cfg.NumKVHeads*cfg.HeadDim
 	for _, s := range b.segs {
 		ck, cv := s.cache.rows(l, s.past+s.n)

@@ -87,7 +87,7 @@ type Model struct {
 	norm   kernels.Tensor // [H]
 	lmHead kernels.Tensor // [V,H]; the same tensor as embed when tied
 	layers []layer
-	freqs  []float32 // RoPE inverse frequencies
+	rope   kernels.RoPETable // cos/sin for positions [0, MaxPositions)
 }
 
 // layer holds one decoder layer's weights.
@@ -145,7 +145,7 @@ func newModel(cfg *Config, be kernels.Backend) (*Model, error) {
 		return nil, err
 	}
 	c := *cfg
-	return &Model{cfg: &c, be: be, layers: make([]layer, cfg.NumLayers), freqs: c.RopeFreqs()}, nil
+	return &Model{cfg: &c, be: be, layers: make([]layer, cfg.NumLayers), rope: be.NewRoPETable(c.RopeFreqs(), c.MaxPositions)}, nil
 }
 
 func (m *Model) finish() {

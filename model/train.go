@@ -15,6 +15,7 @@ type Activations struct {
 	adapter *Adapter
 	b       *batch
 	targets []int32
+	dtarget kernels.Index // targets on the device
 	layers  []layerActs
 	xOut    kernels.Tensor // residual stream after the last layer
 	hOut    kernels.Tensor // final norm of xOut
@@ -123,8 +124,10 @@ func (m *Model) forwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*
 	}
 	t := len(act.b.ids)
 	cfg, be := m.cfg, m.be
+	act.b.upload(be)
+	act.dtarget = be.UploadIndex(act.targets)
 	x := act.alloc(t, cfg.HiddenSize)
-	be.Embedding(x, m.embed, act.b.ids)
+	be.Embedding(x, m.embed, act.b.dids)
 	lora := m.loraScratch(t, a)
 	defer freeIf(be, lora)
 	act.layers = make([]layerActs, cfg.NumLayers)
@@ -140,7 +143,7 @@ func (m *Model) forwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*
 	be.RMSNorm(act.hOut, x, m.norm, float32(cfg.RMSNormEps))
 	act.lse = act.alloc(t)
 	logp := act.alloc(t)
-	be.TokenLogProbs(logp, act.lse, act.hOut, m.lmHead, act.targets)
+	be.TokenLogProbs(logp, act.lse, act.hOut, m.lmHead, act.dtarget)
 	act.logp = make([]float32, t)
 	be.Download(act.logp, logp)
 	return act, nil
@@ -220,8 +223,8 @@ func (m *Model) trainLayer(l int, x kernels.Tensor, act *Activations, lora kerne
 		be.Copy(s.qr, s.q)
 		be.Copy(s.kr, s.k)
 	}
-	be.RoPE(s.qr, b.pos, m.freqs, false)
-	be.RoPE(s.kr, b.pos, m.freqs, false)
+	be.RoPE(s.qr, b.dpos, m.rope, false)
+	be.RoPE(s.kr, b.dpos, m.rope, false)
 	s.att = act.alloc(t, qw)
 	for _, sg := range b.segs {
 		be.Attention(be.View(s.att, sg.off*qw, sg.n, qw), be.View(s.qr, sg.off*qw, sg.n, qw),
@@ -251,12 +254,18 @@ func (act *Activations) LogProbs() [][]float32 {
 	return out
 }
 
-// Free releases the saved activations.
+// Free releases the saved activations and the pass's device indices.
 func (act *Activations) Free() {
+	be := act.m.be
 	for _, t := range act.owned {
-		act.m.be.Free(t)
+		be.Free(t)
 	}
 	act.owned, act.layers = nil, nil
+	act.b.free(be)
+	if act.dtarget != nil {
+		be.FreeIndex(act.dtarget)
+		act.dtarget = nil
+	}
 }
 
 // MaskedMean returns the masked mean of log-probabilities,

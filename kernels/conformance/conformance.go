@@ -52,6 +52,7 @@ func Groups(be kernels.Backend) []Group {
 	s := &suite{be: be, rng: rand.New(rand.NewPCG(1, 2))}
 	gs := []Group{
 		{"Memory", s.memory},
+		{"Index", s.index},
 		{"MatMul", s.matmul},
 		{"MatMulBatched", s.matmulBatched},
 		{"Elementwise", s.elementwise},
@@ -107,6 +108,31 @@ func (s *suite) ids(n, vocab int) []int32 {
 		x[i] = int32(s.rng.IntN(vocab))
 	}
 	return x
+}
+
+// ix uploads ids as an index freed when t ends.
+func (s *suite) ix(t *testing.T, ids []int32) kernels.Index {
+	x := s.be.UploadIndex(ids)
+	t.Cleanup(func() { s.be.FreeIndex(x) })
+	return x
+}
+
+// ropeTable builds a RoPE table freed when t ends.
+func (s *suite) ropeTable(t *testing.T, freqs []float32, maxPos int) kernels.RoPETable {
+	r := s.be.NewRoPETable(freqs, maxPos)
+	t.Cleanup(func() { s.be.FreeRoPETable(r) })
+	return r
+}
+
+// panics fails t unless fn panics (a shape or range error).
+func panics(t *testing.T, what string, fn func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	fn()
 }
 
 func (s *suite) up(x []float32, shape ...int) kernels.Tensor { return s.be.Upload(x, shape...) }

@@ -164,3 +164,34 @@ func (s *suite) reductions(t T) {
 	near(t, "sum", []float32{float32(s.be.Sum(xt))}, []float64{sum}, 1e-4, 1e-5)
 	near(t, "sumsquares", []float32{float32(s.be.SumSquares(xt))}, []float64{sq}, 1e-4, 1e-5)
 }
+
+// index checks UploadIndex's length and range, including the empty index
+// (a step with nothing to gather), and that one index serves several ops.
+func (s *suite) index(t *testing.T) {
+	for _, tc := range []struct {
+		ids    []int32
+		lo, hi int32
+	}{
+		{[]int32{4, -3, 9, 0}, -3, 9},
+		{[]int32{7}, 7, 7},
+		{nil, 0, -1},
+	} {
+		x := s.be.UploadIndex(tc.ids)
+		if lo, hi := x.Range(); x.Len() != len(tc.ids) || lo != tc.lo || hi != tc.hi {
+			t.Errorf("index %v: len %d range [%d,%d], want %d [%d,%d]", tc.ids, x.Len(), lo, hi, len(tc.ids), tc.lo, tc.hi)
+		}
+		s.be.FreeIndex(x)
+	}
+	const vocab, width = 5, 3
+	table := s.randn(vocab * width)
+	tt := s.up(table, vocab, width)
+	ix := s.ix(t, []int32{4, 4, 1})
+	a, b := s.poisoned(3, width), s.poisoned(3, width)
+	s.be.Embedding(a, tt, ix)
+	s.be.Embedding(b, tt, ix)
+	want := f64(append(append(append([]float32(nil), table[12:15]...), table[12:15]...), table[3:6]...))
+	near(t, "gather through one index, first", s.down(a), want, 0, 0)
+	near(t, "gather through one index, second", s.down(b), want, 0, 0)
+	empty := s.ix(t, nil)
+	s.be.Embedding(s.be.New(0, width), tt, empty)
+}

@@ -30,25 +30,32 @@ func (s *suite) logprobs(t T) {
 		logits[i] *= 3
 	}
 	targets := s.ids(n, vocab)
+	ti := s.ix(t, targets)
 	lt := s.up(logits, n, vocab)
 	out := s.poisoned(n)
-	s.be.LogProbs(out, lt, targets)
+	s.be.LogProbs(out, lt, ti)
 	want := refLogProbs(f64(logits), targets, vocab)
 	near(t, "logprobs", s.down(out), want, 1e-5, 1e-5)
 
 	out = s.poisoned(n)
-	s.be.CrossEntropy(out, lt, targets)
+	s.be.CrossEntropy(out, lt, ti)
 	for i := range want {
 		want[i] = -want[i]
 	}
 	near(t, "cross entropy", s.down(out), want, 1e-5, 1e-5)
 
 	dl := s.poisoned(n, vocab)
-	s.be.LogProbsBackward(dl, lt, targets, s.up(dlogp, n))
+	s.be.LogProbsBackward(dl, lt, ti, s.up(dlogp, n))
 	df := f64(dlogp)
 	near(t, "logprobs backward", s.down(dl), numGrad(func(x []float64) float64 {
 		return dotf(df, refLogProbs(x, targets, vocab))
 	}, f64(logits)), 1e-5, 1e-4)
+
+	bad := s.ix(t, []int32{0, 1, 2, vocab, 4})
+	panics(t, "logprobs target = vocab", func() { s.be.LogProbs(s.be.New(n), lt, bad) })
+	panics(t, "cross entropy target = vocab", func() { s.be.CrossEntropy(s.be.New(n), lt, bad) })
+	panics(t, "logprobs backward target = vocab", func() { s.be.LogProbsBackward(s.be.New(n, vocab), lt, bad, s.up(dlogp, n)) })
+	panics(t, "logprobs targets for other rows", func() { s.be.LogProbs(s.be.New(n-1), s.up(logits[:(n-1)*vocab], n-1, vocab), ti) })
 }
 
 // tokenLogits is h*w^T in float64.
@@ -69,9 +76,10 @@ func (s *suite) tokenLogProbs(t T) {
 		n, hid, vocab := sh[0], sh[1], sh[2]
 		h, w, dlogp, dw0 := s.randn(n*hid), s.randn(vocab*hid), s.randn(n), s.randn(vocab*hid)
 		targets := s.ids(n, vocab)
+		ti := s.ix(t, targets)
 		ht, wt := s.up(h, n, hid), s.up(w, vocab, hid)
 		lp, lse := s.poisoned(n), s.poisoned(n)
-		s.be.TokenLogProbs(lp, lse, ht, wt, targets)
+		s.be.TokenLogProbs(lp, lse, ht, wt, ti)
 		hf, wf := f64(h), f64(w)
 		logits := tokenLogits(hf, wf, n, hid, vocab)
 		what := name("token logprobs n%d h%d v%d", n, hid, vocab)
@@ -84,7 +92,7 @@ func (s *suite) tokenLogProbs(t T) {
 		near(t, what+" lse", s.down(lse), wantLSE, 1e-4, 1e-4)
 
 		dh, dw := s.poisoned(n, hid), s.up(dw0, vocab, hid)
-		s.be.TokenLogProbsBackward(dh, dw, ht, wt, lse, targets, s.up(dlogp, n))
+		s.be.TokenLogProbsBackward(dh, dw, ht, wt, lse, ti, s.up(dlogp, n))
 		wantDH, wantDW := refTokenGrads(logits, hf, wf, targets, f64(dlogp), hid, vocab)
 		if n*vocab < 1000 {
 			df := f64(dlogp)
@@ -96,6 +104,13 @@ func (s *suite) tokenLogProbs(t T) {
 		}
 		near(t, what+" dh", s.down(dh), wantDH, 1e-4, 1e-4)
 		near(t, what+" dw", s.down(dw), addInto(dw0, wantDW), 1e-4, 1e-4)
+		if n < 10 {
+			bad := append([]int32{int32(vocab)}, targets[1:]...)
+			panics(t, what+" target = vocab", func() { s.be.TokenLogProbs(lp, lse, ht, wt, s.ix(t, bad)) })
+			panics(t, what+" backward target = vocab", func() {
+				s.be.TokenLogProbsBackward(dh, dw, ht, wt, lse, s.ix(t, bad), s.up(dlogp, n))
+			})
+		}
 	}
 }
 

@@ -36,22 +36,22 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 }
 
 // Embedding implements kernels.Backend.
-func (be *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
-	o, tb := data(out), data(table)
+func (be *Backend) Embedding(out, table kernels.Tensor, ix kernels.Index) {
+	o, tb, ids := data(out), data(table), ints(ix)
 	vocab, width := kernels.Rows(table)
 	mustLen("embedding out", len(o), len(ids)*width)
-	checkIDs("embedding", ids, vocab)
+	checkIDs("embedding", ix, vocab)
 	for i, id := range ids {
 		copy(o[i*width:(i+1)*width], tb[int(id)*width:(int(id)+1)*width])
 	}
 }
 
 // EmbeddingBackward implements kernels.Backend.
-func (be *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
-	dt, do := data(dtable), data(dout)
+func (be *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ix kernels.Index) {
+	dt, do, ids := data(dtable), data(dout), ints(ix)
 	vocab, width := kernels.Rows(dtable)
 	mustLen("embedding backward", len(do), len(ids)*width)
-	checkIDs("embedding backward", ids, vocab)
+	checkIDs("embedding backward", ix, vocab)
 	for i, id := range ids {
 		row := dt[int(id)*width : (int(id)+1)*width]
 		for j, v := range do[i*width : (i+1)*width] {

@@ -20,24 +20,25 @@ func logSumExp(x []float32) float64 {
 	return mx + math.Log(s)
 }
 
-func checkIDs(op string, ids []int32, vocab int) {
+func checkIDs(op string, ids kernels.Index, vocab int) {
 	if err := kernels.CheckIDs(ids, vocab); err != nil {
 		must(fmt.Errorf("%s: %w", op, err))
 	}
 }
 
-func checkTargets(op string, targets []int32, t, vocab int) {
+func checkTargets(op string, targets kernels.Index, t, vocab int) []int32 {
 	if err := kernels.CheckTargets(targets, t, vocab); err != nil {
 		must(fmt.Errorf("%s: %w", op, err))
 	}
+	return ints(targets)
 }
 
 // LogProbs implements kernels.Backend.
-func (be *Backend) LogProbs(logp, logits kernels.Tensor, targets []int32) {
+func (be *Backend) LogProbs(logp, logits kernels.Tensor, ix kernels.Index) {
 	lp, lg := data(logp), data(logits)
 	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs out", len(lp), n)
-	checkTargets("logprobs", targets, n, vocab)
+	targets := checkTargets("logprobs", ix, n, vocab)
 	be.parallel(n, 30*vocab, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			row := lg[t*vocab : (t+1)*vocab]
@@ -47,8 +48,8 @@ func (be *Backend) LogProbs(logp, logits kernels.Tensor, targets []int32) {
 }
 
 // CrossEntropy implements kernels.Backend.
-func (be *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
-	be.LogProbs(loss, logits, targets)
+func (be *Backend) CrossEntropy(loss, logits kernels.Tensor, ix kernels.Index) {
+	be.LogProbs(loss, logits, ix)
 	l := data(loss)
 	for i := range l {
 		l[i] = -l[i]
@@ -56,12 +57,12 @@ func (be *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
 }
 
 // LogProbsBackward implements kernels.Backend.
-func (be *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+func (be *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, ix kernels.Index, dlogp kernels.Tensor) {
 	dl, lg, dp := data(dlogits), data(logits), data(dlogp)
 	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs backward dlogits", len(dl), len(lg))
 	mustLen("logprobs backward dlogp", len(dp), n)
-	checkTargets("logprobs backward", targets, n, vocab)
+	targets := checkTargets("logprobs backward", ix, n, vocab)
 	be.parallel(n, 30*vocab, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			row, drow := lg[t*vocab:(t+1)*vocab], dl[t*vocab:(t+1)*vocab]
@@ -90,7 +91,7 @@ func vocabChunk(t, vocab int) int {
 
 // TokenLogProbs implements kernels.Backend with an online log-sum-exp over
 // vocabulary chunks.
-func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32) {
+func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Index) {
 	lp, ls, hd, wd := data(logp), data(lse), data(h), data(w)
 	t, hid := kernels.Rows(h)
 	vocab, wh := kernels.Rows(w)
@@ -99,7 +100,7 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32
 	}
 	mustLen("token logprobs out", len(lp), t)
 	mustLen("token logprobs lse", len(ls), t)
-	checkTargets("token logprobs", targets, t, vocab)
+	targets := checkTargets("token logprobs", ix, t, vocab)
 	cv := vocabChunk(t, vocab)
 	scratch := make([]float32, t*cv)
 	mx := make([]float64, t)
@@ -136,13 +137,13 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32
 
 // TokenLogProbsBackward implements kernels.Backend: per vocabulary chunk,
 // G = dlogp*(onehot - softmax), dh += G*W_chunk and dW_chunk += G^T*h.
-func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, ix kernels.Index, dlogp kernels.Tensor) {
 	dhd, hd, wd, ls, dp := data(dh), data(h), data(w), data(lse), data(dlogp)
 	t, hid := kernels.Rows(h)
 	vocab, _ := kernels.Rows(w)
 	mustLen("token logprobs backward dh", len(dhd), len(hd))
 	mustLen("token logprobs backward dlogp", len(dp), t)
-	checkTargets("token logprobs backward", targets, t, vocab)
+	targets := checkTargets("token logprobs backward", ix, t, vocab)
 	var dwd []float32
 	if dw != nil {
 		dwd = data(dw)

@@ -1,40 +1,39 @@
 package cpu
 
 import (
-	"math"
-
 	"github.com/hone-rl/hone/kernels"
 )
 
-// RoPE implements kernels.Backend. As in Hugging Face, the products pos*freq
-// are formed in float32, then cos/sin are taken.
-func (be *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse bool) {
-	xs := data(x)
-	half := len(freqs)
-	headDim := 2 * half
-	n, width, err := kernels.RoPEShape(x, len(pos), half)
+// RoPE implements kernels.Backend from the table's cos/sin rows (as in
+// Hugging Face, the products pos*freq are formed in float32, then cos/sin
+// are taken).
+func (be *Backend) RoPE(x kernels.Tensor, pos kernels.Index, rt kernels.RoPETable, inverse bool) {
+	xs, ps, tab := data(x), ints(pos), rope(rt)
+	n, width, err := kernels.RoPEShape(x, pos, rt)
 	must(err)
-	freq := freqs
+	if n == 0 {
+		return
+	}
+	_, hi := pos.Range()
+	rows := tab.upTo(int(hi))
+	half := tab.Half()
+	headDim := 2 * half
 	sign := float32(1)
 	if inverse {
 		sign = -1
 	}
 	be.parallel(n, 4*width, func(lo, hi int) {
-		cos := make([]float32, half)
-		sin := make([]float32, half)
 		for t := lo; t < hi; t++ {
-			for j, f := range freq {
-				a := float64(float32(pos[t]) * f)
-				cos[j] = float32(math.Cos(a))
-				sin[j] = sign * float32(math.Sin(a))
-			}
+			p := int(ps[t])
+			cos, sin := rows.cos[p*half:(p+1)*half], rows.sin[p*half:(p+1)*half]
 			row := xs[t*width : (t+1)*width]
 			for h := 0; h < width; h += headDim {
 				x1, x2 := row[h:h+half], row[h+half:h+headDim]
 				for j := range x1 {
 					a, b := x1[j], x2[j]
-					x1[j] = a*cos[j] - b*sin[j]
-					x2[j] = b*cos[j] + a*sin[j]
+					s := sign * sin[j]
+					x1[j] = a*cos[j] - b*s
+					x2[j] = b*cos[j] + a*s
 				}
 			}
 		}

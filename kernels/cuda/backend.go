@@ -179,13 +179,6 @@ func optFP(t kernels.Tensor) *C.float {
 	return fp(t)
 }
 
-func i32(x []int32) *C.int32_t {
-	if len(x) == 0 {
-		return nil
-	}
-	return (*C.int32_t)(unsafe.Pointer(&x[0]))
-}
-
 // must panics with err (a shape error: a programming error) under the
 // backend's prefix.
 func must(err error) {

@@ -126,12 +126,11 @@ func (b *Backend) RMSNormBackward(dx, dw, dy, x, w kernels.Tensor, eps float32) 
 }
 
 // RoPE implements kernels.Backend.
-func (b *Backend) RoPE(x kernels.Tensor, pos []int32, freqs []float32, inverse bool) {
-	half := len(freqs)
-	n, width, err := kernels.RoPEShape(x, len(pos), half)
+func (b *Backend) RoPE(x kernels.Tensor, pos kernels.Index, rt kernels.RoPETable, inverse bool) {
+	n, width, err := kernels.RoPEShape(x, pos, rt)
 	must(err)
 	b.call("rope", func(c *C.hone_ctx) C.int {
-		return C.hone_rope(c, fp(x), i32(pos), (*C.float)(&freqs[0]), C.long(n), C.long(width), C.long(half), cbool(inverse))
+		return C.hone_rope(c, fp(x), ip(pos), rp(rt), C.long(n), C.long(width), C.long(rt.Half()), cbool(inverse))
 	})
 }
 
@@ -185,69 +184,69 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 	})
 }
 
-func checkIDs(op string, ids []int32, vocab int) {
+func checkIDs(op string, ids kernels.Index, vocab int) {
 	if err := kernels.CheckIDs(ids, vocab); err != nil {
 		must(fmt.Errorf("%s: %w", op, err))
 	}
 }
 
 // Embedding implements kernels.Backend.
-func (b *Backend) Embedding(out, table kernels.Tensor, ids []int32) {
+func (b *Backend) Embedding(out, table kernels.Tensor, ids kernels.Index) {
 	vocab, width := kernels.Rows(table)
-	mustLen("embedding out", out.Len(), len(ids)*width)
+	mustLen("embedding out", out.Len(), ids.Len()*width)
 	checkIDs("embedding", ids, vocab)
 	b.call("embedding", func(c *C.hone_ctx) C.int {
-		return C.hone_embedding(c, fp(out), fp(table), i32(ids), C.long(len(ids)), C.long(width))
+		return C.hone_embedding(c, fp(out), fp(table), ip(ids), C.long(ids.Len()), C.long(width))
 	})
 }
 
 // EmbeddingBackward implements kernels.Backend.
-func (b *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids []int32) {
+func (b *Backend) EmbeddingBackward(dtable, dout kernels.Tensor, ids kernels.Index) {
 	vocab, width := kernels.Rows(dtable)
-	mustLen("embedding backward dout", dout.Len(), len(ids)*width)
+	mustLen("embedding backward dout", dout.Len(), ids.Len()*width)
 	checkIDs("embedding backward", ids, vocab)
 	b.call("embedding backward", func(c *C.hone_ctx) C.int {
-		return C.hone_embedding_backward(c, fp(dtable), fp(dout), i32(ids), C.long(len(ids)), C.long(width))
+		return C.hone_embedding_backward(c, fp(dtable), fp(dout), ip(ids), C.long(ids.Len()), C.long(width))
 	})
 }
 
-func checkTargets(op string, targets []int32, n, vocab int) {
+func checkTargets(op string, targets kernels.Index, n, vocab int) {
 	if err := kernels.CheckTargets(targets, n, vocab); err != nil {
 		must(fmt.Errorf("%s: %w", op, err))
 	}
 }
 
-func (b *Backend) logprobs(op string, out, logits kernels.Tensor, targets []int32, negate bool) {
+func (b *Backend) logprobs(op string, out, logits kernels.Tensor, targets kernels.Index, negate bool) {
 	n, vocab := kernels.Rows(logits)
 	mustLen(op+" out", out.Len(), n)
 	checkTargets(op, targets, n, vocab)
 	b.call(op, func(c *C.hone_ctx) C.int {
-		return C.hone_logprobs(c, fp(out), fp(logits), i32(targets), C.long(n), C.long(vocab), cbool(negate))
+		return C.hone_logprobs(c, fp(out), fp(logits), ip(targets), C.long(n), C.long(vocab), cbool(negate))
 	})
 }
 
 // LogProbs implements kernels.Backend.
-func (b *Backend) LogProbs(logp, logits kernels.Tensor, targets []int32) {
+func (b *Backend) LogProbs(logp, logits kernels.Tensor, targets kernels.Index) {
 	b.logprobs("logprobs", logp, logits, targets, false)
 }
 
 // CrossEntropy implements kernels.Backend.
-func (b *Backend) CrossEntropy(loss, logits kernels.Tensor, targets []int32) {
+func (b *Backend) CrossEntropy(loss, logits kernels.Tensor, targets kernels.Index) {
 	b.logprobs("cross entropy", loss, logits, targets, true)
 }
 
 // LogProbsBackward implements kernels.Backend.
-func (b *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+func (b *Backend) LogProbsBackward(dlogits, logits kernels.Tensor, targets kernels.Index, dlogp kernels.Tensor) {
 	n, vocab := kernels.Rows(logits)
 	mustLen("logprobs backward dlogits", dlogits.Len(), logits.Len())
 	mustLen("logprobs backward dlogp", dlogp.Len(), n)
 	checkTargets("logprobs backward", targets, n, vocab)
 	b.call("logprobs backward", func(c *C.hone_ctx) C.int {
-		return C.hone_logprobs_backward(c, fp(dlogits), fp(logits), i32(targets), fp(dlogp), C.long(n), C.long(vocab))
+		return C.hone_logprobs_backward(c, fp(dlogits), fp(logits), ip(targets), fp(dlogp), C.long(n), C.long(vocab))
 	})
 }
 
-func checkToken(op string, h, w kernels.Tensor, targets []int32) (n, hid, vocab int) {
+func checkToken(op string, h, w kernels.Tensor, targets kernels.Index) (n, hid, vocab int) {
 	n, hid = kernels.Rows(h)
 	vocab, wh := kernels.Rows(w)
 	if wh != hid {
@@ -259,17 +258,17 @@ func checkToken(op string, h, w kernels.Tensor, targets []int32) (n, hid, vocab 
 
 // TokenLogProbs implements kernels.Backend: logits formed one vocabulary
 // chunk at a time by cuBLAS, an online log-sum-exp across the chunks.
-func (b *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets []int32) {
+func (b *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets kernels.Index) {
 	n, hid, vocab := checkToken("token logprobs", h, w, targets)
 	mustLen("token logprobs out", logp.Len(), n)
 	mustLen("token logprobs lse", lse.Len(), n)
 	b.call("token logprobs", func(c *C.hone_ctx) C.int {
-		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), fp(w), i32(targets), C.long(n), C.long(hid), C.long(vocab))
+		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), fp(w), ip(targets), C.long(n), C.long(hid), C.long(vocab))
 	})
 }
 
 // TokenLogProbsBackward implements kernels.Backend.
-func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, targets []int32, dlogp kernels.Tensor) {
+func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, targets kernels.Index, dlogp kernels.Tensor) {
 	n, hid, vocab := checkToken("token logprobs backward", h, w, targets)
 	mustLen("token logprobs backward dh", dh.Len(), h.Len())
 	mustLen("token logprobs backward lse", lse.Len(), n)
@@ -278,7 +277,7 @@ func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, target
 		mustLen("token logprobs backward dw", dw.Len(), w.Len())
 	}
 	b.call("token logprobs backward", func(c *C.hone_ctx) C.int {
-		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), fp(w), fp(lse), i32(targets), fp(dlogp),
+		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), fp(w), fp(lse), ip(targets), fp(dlogp),
 			C.long(n), C.long(hid), C.long(vocab))
 	})
 }

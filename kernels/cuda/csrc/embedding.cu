@@ -1,6 +1,6 @@
 // embedding.cu: row gather out[i,:] = table[ids[i],:] and its backward, the
-// scatter-add dtable[ids[i],:] += dout[i,:]. Token ids were range-checked
-// by the caller.
+// scatter-add dtable[ids[i],:] += dout[i,:]. Token ids are device pointers,
+// range-checked on the host when they were uploaded.
 #include "hone_cuda.h"
 #include "internal.cuh"
 
@@ -37,25 +37,16 @@ using namespace hone;
 
 extern "C" {
 
-int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* host_ids, long n, long width) {
+int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* ids, long n, long width) {
   HONE_ENTRY(c);
   if (n == 0 || width == 0) return 0;
-  Workspace ws{c};
-  if (ws.reserve(Workspace::align(n * sizeof(int32_t)))) return -1;
-  const int32_t* ids = ws.upload(host_ids, n, "embedding ids");
-  if (!ids) return -1;
   HONE_LAUNCH(embedding_kernel, grid_for(n * width, 256), 256, 0, c->stream, out, table, ids, n, width);
   return check_launch(c, "embedding");
 }
 
-int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* host_ids, long n,
-                            long width) {
+int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* ids, long n, long width) {
   HONE_ENTRY(c);
   if (n == 0 || width == 0) return 0;
-  Workspace ws{c};
-  if (ws.reserve(Workspace::align(n * sizeof(int32_t)))) return -1;
-  const int32_t* ids = ws.upload(host_ids, n, "embedding ids");
-  if (!ids) return -1;
   if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(embedding_backward_kernel1, unsigned(ceil_div(width, 128)), 128, 0, c->stream, dtable, dout, ids, n,
                 width);

@@ -3,9 +3,10 @@
  * the device and by g++ against the host shim (emu/) for the tests.
  *
  * Conventions: tensors are dense row-major float32 device pointers; index
- * arrays (ids, positions, targets) and RoPE frequencies are HOST pointers
- * that the call copies into the context's device workspace (the interface
- * change that uploads them once per forward is in DESIGN.md). Every function
+ * arrays (ids, positions, targets) are int32 device pointers too, uploaded
+ * once per forward by the caller (hone_malloc + hone_upload) and range-checked
+ * on the host then, and RoPE reads a device table built once per model by
+ * hone_rope_table. Host pointers are named host_*. Every function
  * returns 0, or -1 with the error in hone_last_error; an error is sticky:
  * once set, calls return -1 without running until hone_clear_error. */
 #ifndef HONE_CUDA_H
@@ -79,8 +80,13 @@ int hone_rmsnorm(hone_ctx* c, float* out, const float* x, const float* w, long r
 int hone_rmsnorm_backward(hone_ctx* c, float* dx, float* dw, const float* dy, const float* x, const float* w,
                           long rows, long width, float eps);
 
-int hone_rope(hone_ctx* c, float* x, const int32_t* host_pos, const float* host_freqs, long rows, long width,
-              long half, int inverse);
+/* hone_rope_table fills table [max_pos, 2*half] (device memory): row p holds
+ * cos of float(p)*freqs[j] for j < half, then the sin (taken in double,
+ * rounded to float). */
+int hone_rope_table(hone_ctx* c, float* table, const float* host_freqs, long max_pos, long half);
+/* Every pos[t] lies in [0, max_pos) of table. */
+int hone_rope(hone_ctx* c, float* x, const int32_t* pos, const float* table, long rows, long width, long half,
+              int inverse);
 
 int hone_attention(hone_ctx* c, float* out, const float* q, const float* k, const float* v, long n, int heads,
                    int kv_heads, int head_dim, long past, float scale);
@@ -93,20 +99,19 @@ int hone_swiglu(hone_ctx* c, float* out, const float* gate, const float* up, lon
 int hone_swiglu_backward(hone_ctx* c, float* dgate, float* dup, const float* dout, const float* gate,
                          const float* up, long n);
 
-int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* host_ids, long n, long width);
-int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* host_ids, long n,
-                            long width);
+int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* ids, long n, long width);
+int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* ids, long n, long width);
 
 /* negate: store -logp (cross-entropy). */
-int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* host_targets, long n, long vocab,
+int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* targets, long n, long vocab,
                   int negate);
-int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* host_targets,
+int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* targets,
                            const float* dlogp, long n, long vocab);
 int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const float* w,
-                        const int32_t* host_targets, long n, long hidden, long vocab);
+                        const int32_t* targets, long n, long hidden, long vocab);
 /* dw may be NULL. */
 int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
-                                 const int32_t* host_targets, const float* dlogp, long n, long hidden, long vocab);
+                                 const int32_t* targets, const float* dlogp, long n, long hidden, long vocab);
 
 /* Sampling parameters of one row: temperature <= 0 is greedy; top_k <= 0
  * and top_p >= 1 are off; seed picks the draw (counter-based: the same seed

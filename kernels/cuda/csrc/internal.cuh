@@ -14,8 +14,9 @@ struct hone_ctx {
   int variant = hone_variant_readable;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  // The workspace: one device buffer carved per call (index uploads,
-  // vocabulary chunks, reduction partials), grown on demand.
+  // The workspace: one device buffer carved per call (RoPE frequencies,
+  // sampling parameters, vocabulary chunks, reduction partials), grown on
+  // demand.
   unsigned char* work = nullptr;
   size_t work_bytes = 0;
   // Tensors' memory.

@@ -88,13 +88,12 @@ struct LseState {
   const int32_t* targets;
 };
 
-int lse_begin(hone_ctx* c, Workspace& ws, LseState& st, const int32_t* host_targets, long rows, const char* op) {
-  st.targets = ws.upload(host_targets, rows, op);
+int lse_begin(hone_ctx* c, Workspace& ws, LseState& st, const int32_t* targets, long rows, const char* op) {
+  st.targets = targets;
   st.m = ws.take<float>(rows);
   st.s = ws.take<float>(rows);
   st.tl = ws.take<float>(rows);
   st.lse = ws.take<float>(rows);
-  if (!st.targets) return -1;
   HONE_LAUNCH(lse_init_kernel, grid_for(rows, 256), 256, 0, c->stream, st.m, st.s, rows);
   return check_launch(c, op);
 }
@@ -110,7 +109,7 @@ int lse_merge(hone_ctx* c, LseState& st, const float* L, long ld, long rows, lon
   return check_launch(c, op);
 }
 
-size_t lse_bytes(long rows) { return Workspace::align(rows * sizeof(int32_t)) + 4 * Workspace::align(rows * sizeof(float)); }
+size_t lse_bytes(long rows) { return 4 * Workspace::align(rows * sizeof(float)); }
 
 }  // namespace hone
 
@@ -118,26 +117,26 @@ using namespace hone;
 
 extern "C" {
 
-int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* host_targets, long n, long vocab,
+int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* targets, long n, long vocab,
                   int negate) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
   Workspace ws{c};
   LseState st;
-  if (ws.reserve(lse_bytes(n)) || lse_begin(c, ws, st, host_targets, n, "logprobs")) return -1;
+  if (ws.reserve(lse_bytes(n)) || lse_begin(c, ws, st, targets, n, "logprobs")) return -1;
   if (lse_merge(c, st, logits, vocab, n, vocab, 0, "logprobs")) return -1;
   HONE_LAUNCH(lse_finish_kernel, grid_for(n, 256), 256, 0, c->stream, logp, (float*)nullptr, st.m, st.s, st.tl, n,
               negate ? -1.0f : 1.0f);
   return check_launch(c, "logprobs");
 }
 
-int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* host_targets,
+int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* targets,
                            const float* dlogp, long n, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
   Workspace ws{c};
   LseState st;
-  if (ws.reserve(lse_bytes(n)) || lse_begin(c, ws, st, host_targets, n, "logprobs_backward")) return -1;
+  if (ws.reserve(lse_bytes(n)) || lse_begin(c, ws, st, targets, n, "logprobs_backward")) return -1;
   if (lse_merge(c, st, logits, vocab, n, vocab, 0, "logprobs_backward")) return -1;
   HONE_LAUNCH(lse_finish_kernel, grid_for(n, 256), 256, 0, c->stream, st.tl, st.lse, st.m, st.s, st.tl, n, 1.0f);
   if (check_launch(c, "logprobs_backward")) return -1;
@@ -154,14 +153,14 @@ static long chunk_cols(hone_ctx* c, long n, long vocab) {
 }
 
 int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const float* w,
-                        const int32_t* host_targets, long n, long hidden, long vocab) {
+                        const int32_t* targets, long n, long hidden, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const long cols = chunk_cols(c, n, vocab);
   Workspace ws{c};
   LseState st;
   if (ws.reserve(lse_bytes(n) + Workspace::align(n * cols * sizeof(float)))) return -1;
-  if (lse_begin(c, ws, st, host_targets, n, "token_logprobs")) return -1;
+  if (lse_begin(c, ws, st, targets, n, "token_logprobs")) return -1;
   float* L = ws.take<float>(n * cols);
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
@@ -174,14 +173,12 @@ int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, co
 }
 
 int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
-                                 const int32_t* host_targets, const float* dlogp, long n, long hidden, long vocab) {
+                                 const int32_t* targets, const float* dlogp, long n, long hidden, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const long cols = chunk_cols(c, n, vocab);
   Workspace ws{c};
-  if (ws.reserve(Workspace::align(n * sizeof(int32_t)) + Workspace::align(n * cols * sizeof(float)))) return -1;
-  const int32_t* targets = ws.upload(host_targets, n, "token_logprobs_backward");
-  if (!targets) return -1;
+  if (ws.reserve(Workspace::align(n * cols * sizeof(float)))) return -1;
   float* G = ws.take<float>(n * cols);
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
