@@ -71,6 +71,7 @@ func Groups(be kernels.Backend) []Group {
 		gs[i].Run = func(t T) {
 			// Checked even when fn stops the group with Fatalf.
 			defer func() {
+				s.release()
 				if err := be.Err(); err != nil {
 					t.Errorf("backend error after %s: %v", name, err)
 					be.ClearErr()
@@ -92,6 +93,16 @@ func Run(t *testing.T, be kernels.Backend) {
 type suite struct {
 	be  kernels.Backend
 	rng *rand.Rand
+	// cleanup frees the group's indices and RoPE tables (release).
+	cleanup []func()
+}
+
+// release frees what the group's ix and ropeTable made.
+func (s *suite) release() {
+	for _, f := range s.cleanup {
+		f()
+	}
+	s.cleanup = nil
 }
 
 func (s *suite) randn(n int) []float32 {
@@ -110,22 +121,22 @@ func (s *suite) ids(n, vocab int) []int32 {
 	return x
 }
 
-// ix uploads ids as an index freed when t ends.
-func (s *suite) ix(t *testing.T, ids []int32) kernels.Index {
+// ix uploads ids as an index freed when the group ends.
+func (s *suite) ix(ids []int32) kernels.Index {
 	x := s.be.UploadIndex(ids)
-	t.Cleanup(func() { s.be.FreeIndex(x) })
+	s.cleanup = append(s.cleanup, func() { s.be.FreeIndex(x) })
 	return x
 }
 
-// ropeTable builds a RoPE table freed when t ends.
-func (s *suite) ropeTable(t *testing.T, freqs []float32, maxPos int) kernels.RoPETable {
+// ropeTable builds a RoPE table freed when the group ends.
+func (s *suite) ropeTable(freqs []float32, maxPos int) kernels.RoPETable {
 	r := s.be.NewRoPETable(freqs, maxPos)
-	t.Cleanup(func() { s.be.FreeRoPETable(r) })
+	s.cleanup = append(s.cleanup, func() { s.be.FreeRoPETable(r) })
 	return r
 }
 
 // panics fails t unless fn panics (a shape or range error).
-func panics(t *testing.T, what string, fn func()) {
+func panics(t T, what string, fn func()) {
 	t.Helper()
 	defer func() {
 		if recover() == nil {

@@ -64,11 +64,11 @@ func (s *suite) rope(t T) {
 	for j := range freqs {
 		freqs[j] = float32(math.Pow(theta, -float64(2*j)/float64(hd)))
 	}
-	rt := s.ropeTable(t, freqs, 2048)
+	rt := s.ropeTable(freqs, 2048)
 	if rt.Half() != hd/2 || rt.MaxPos() != 2048 {
 		t.Fatalf("rope table half %d max %d, want %d, 2048", rt.Half(), rt.MaxPos(), hd/2)
 	}
-	pi := s.ix(t, pos)
+	pi := s.ix(pos)
 	s.be.RoPE(xt, pi, rt, false)
 	near(t, "rope", s.down(xt), refRoPE(f64(x), pos, heads*hd, hd, theta), 1e-4, 1e-4)
 	s.be.RoPE(xt, pi, rt, true)
@@ -79,12 +79,12 @@ func (s *suite) rope(t T) {
 	pos2 := []int32{1000, 3, 2047, 0}
 	x2 := s.randn(len(pos2) * hd)
 	xt2 := s.up(x2, len(pos2), hd)
-	s.be.RoPE(xt2, s.ix(t, pos2), rt, false)
+	s.be.RoPE(xt2, s.ix(pos2), rt, false)
 	near(t, "rope reused table", s.down(xt2), refRoPE(f64(x2), pos2, hd, hd, theta), 1e-4, 1e-4)
 
-	panics(t, "rope position at the table's bound", func() { s.be.RoPE(s.up(x[:hd], 1, hd), s.ix(t, []int32{2048}), rt, false) })
-	panics(t, "rope negative position", func() { s.be.RoPE(s.up(x[:hd], 1, hd), s.ix(t, []int32{-1}), rt, false) })
-	panics(t, "rope positions for other rows", func() { s.be.RoPE(xt, s.ix(t, pos[:2]), rt, false) })
+	panics(t, "rope position at the table's bound", func() { s.be.RoPE(s.up(x[:hd], 1, hd), s.ix([]int32{2048}), rt, false) })
+	panics(t, "rope negative position", func() { s.be.RoPE(s.up(x[:hd], 1, hd), s.ix([]int32{-1}), rt, false) })
+	panics(t, "rope positions for other rows", func() { s.be.RoPE(xt, s.ix(pos[:2]), rt, false) })
 }
 
 func refAttention(q, k, v []float64, a kernels.Attn) []float64 {
@@ -236,7 +236,7 @@ func (s *suite) embedding(t T) {
 	const vocab, width = 11, 9
 	table, base := s.randn(vocab*width), s.randn(vocab*width)
 	ids := []int32{3, 0, 10, 3, 7}
-	ix := s.ix(t, ids)
+	ix := s.ix(ids)
 	out := s.poisoned(len(ids), width)
 	s.be.Embedding(out, s.up(table, vocab, width), ix)
 	var want []float64
@@ -259,10 +259,10 @@ func (s *suite) embedding(t T) {
 	// Ids are range-checked against the table (from the range recorded at
 	// upload), forward and backward.
 	tt := s.up(table, vocab, width)
-	panics(t, "embedding id = vocab", func() { s.be.Embedding(s.be.New(1, width), tt, s.ix(t, []int32{vocab})) })
-	panics(t, "embedding negative id", func() { s.be.Embedding(s.be.New(2, width), tt, s.ix(t, []int32{1, -1})) })
+	panics(t, "embedding id = vocab", func() { s.be.Embedding(s.be.New(1, width), tt, s.ix([]int32{vocab})) })
+	panics(t, "embedding negative id", func() { s.be.Embedding(s.be.New(2, width), tt, s.ix([]int32{1, -1})) })
 	panics(t, "embedding backward id = vocab", func() {
-		s.be.EmbeddingBackward(dt, s.up(dout[:width], 1, width), s.ix(t, []int32{vocab}))
+		s.be.EmbeddingBackward(dt, s.up(dout[:width], 1, width), s.ix([]int32{vocab}))
 	})
 	panics(t, "embedding rows for other ids", func() { s.be.Embedding(s.be.New(2, width), tt, ix) })
 }

@@ -167,7 +167,7 @@ func (s *suite) reductions(t T) {
 
 // index checks UploadIndex's length and range, including the empty index
 // (a step with nothing to gather), and that one index serves several ops.
-func (s *suite) index(t *testing.T) {
+func (s *suite) index(t T) {
 	for _, tc := range []struct {
 		ids    []int32
 		lo, hi int32
@@ -185,13 +185,13 @@ func (s *suite) index(t *testing.T) {
 	const vocab, width = 5, 3
 	table := s.randn(vocab * width)
 	tt := s.up(table, vocab, width)
-	ix := s.ix(t, []int32{4, 4, 1})
+	ix := s.ix([]int32{4, 4, 1})
 	a, b := s.poisoned(3, width), s.poisoned(3, width)
 	s.be.Embedding(a, tt, ix)
 	s.be.Embedding(b, tt, ix)
 	want := f64(append(append(append([]float32(nil), table[12:15]...), table[12:15]...), table[3:6]...))
 	near(t, "gather through one index, first", s.down(a), want, 0, 0)
 	near(t, "gather through one index, second", s.down(b), want, 0, 0)
-	empty := s.ix(t, nil)
+	empty := s.ix(nil)
 	s.be.Embedding(s.be.New(0, width), tt, empty)
 }
