@@ -24,7 +24,8 @@ const (
 	// earlier turns, and the empty one enable_thinking=false prompts with).
 	DriftReasoning = "reasoning"
 	// DriftEdited: the client changed, dropped or reordered earlier
-	// messages, so the conversation is really a new one from there.
+	// messages, or the tools or template arguments, so the conversation is
+	// really a new one from there.
 	DriftEdited = "edited"
 	// DriftUnknown: the messages say nothing (completions calls, or the
 	// same conversation rendered to other tokens).
@@ -181,6 +182,7 @@ func classifyDrift(c *Call, earlier []*Call) Drift {
 		return true
 	})
 	best := -1
+	var closest *Call
 	for _, e := range earlier {
 		em := gjson.GetBytes(e.Request, "messages")
 		if !em.IsArray() {
@@ -195,6 +197,16 @@ func classifyDrift(c *Call, earlier []*Call) Drift {
 			w := walk(sent, append(conv, msgFromChoice(&e.Choices[i])), e)
 			if w.matched >= best { // ties: the later call
 				best, d.Against, d.Message, d.Cause, d.Detail = w.matched, e.ID, w.at, w.cause, w.detail
+				closest = e
+			}
+		}
+	}
+	if closest != nil && d.Cause != DriftEdited {
+		// what renders every prompt besides the messages
+		for _, k := range []string{"tools", "chat_template_kwargs", "documents"} {
+			if a, b := gjson.GetBytes(c.Request, k), gjson.GetBytes(closest.Request, k); canonArgs(a.Raw) != canonArgs(b.Raw) {
+				d.Message, d.Cause, d.Detail = -1, DriftEdited, k+" differ from the earlier call's"
+				break
 			}
 		}
 	}

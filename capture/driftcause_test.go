@@ -41,33 +41,38 @@ func TestClassifyDrift(t *testing.T) {
 		cause   string
 		message int
 		against string
+		extra   map[string]any // the new call's fields besides messages
 	}{
-		{"spacing", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a":6,"b":7}`), result}, "", DriftToolArguments, 2, "c1"},
-		{"reordered keys", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"b": 7, "a": 6}`), result}, "", DriftToolArguments, 2, "c1"},
-		{"reasoning dropped", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 7}`), result}, "", DriftReasoning, 2, "c1"},
+		{"spacing", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a":6,"b":7}`), result}, "", DriftToolArguments, 2, "c1", nil},
+		{"reordered keys", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"b": 7, "a": 6}`), result}, "", DriftToolArguments, 2, "c1", nil},
+		{"reasoning dropped", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 7}`), result}, "", DriftReasoning, 2, "c1", nil},
 		{"reasoning kept, the template drops it", []*Call{first},
-			[]map[string]any{sys, user, withField(toolMsg(`{"a": 6, "b": 7}`), "reasoning_content", "I need the tool."), result}, "", DriftReasoning, 2, "c1"},
+			[]map[string]any{sys, user, withField(toolMsg(`{"a": 6, "b": 7}`), "reasoning_content", "I need the tool."), result}, "", DriftReasoning, 2, "c1", nil},
 		{"reasoning in the content", []*Call{chatCall(t, "c1", []map[string]any{sys, user}, Choice{Content: "<think>\nhmm\n</think>\n\n42."}, nil)},
-			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftReasoning, 2, "c1"},
+			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftReasoning, 2, "c1", nil},
 		{"enable_thinking false", []*Call{chatCall(t, "c1", []map[string]any{sys, user}, Choice{Content: "42."},
 			map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": false}})},
-			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftReasoning, 2, "c1"},
+			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftReasoning, 2, "c1",
+			map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": false}}},
 		{"edited user turn wins over re-serialised arguments", []*Call{first},
-			[]map[string]any{sys, {"role": "user", "content": "What is 6*8?"}, toolMsg(`{"a":6,"b":7}`), result}, "", DriftEdited, 1, "c1"},
-		{"edited arguments", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 8}`), result}, "", DriftEdited, 2, "c1"},
-		{"dropped turn", []*Call{first}, []map[string]any{sys}, "", DriftEdited, 1, "c1"},
+			[]map[string]any{sys, {"role": "user", "content": "What is 6*8?"}, toolMsg(`{"a":6,"b":7}`), result}, "", DriftEdited, 1, "c1", nil},
+		{"edited arguments", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 8}`), result}, "", DriftEdited, 2, "c1", nil},
+		{"dropped turn", []*Call{first}, []map[string]any{sys}, "", DriftEdited, 1, "c1", nil},
 		{"same messages, other tokens", []*Call{plain},
-			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftUnknown, -1, "c1"},
+			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftUnknown, -1, "c1", nil},
 		{"forced call sent back as sampled", []*Call{chatCall(t, "c1", []map[string]any{sys, user},
 			Choice{ToolCalls: []ToolCall{{Name: "calc", Arguments: `{"a": 6}`}}}, map[string]any{"tool_choice": "required"})},
-			[]map[string]any{sys, user, toolMsg(`{"a": 6}`), result}, "", DriftUnknown, -1, "c1"},
-		{"completions call", []*Call{first}, nil, RouteCompletions, DriftUnknown, -1, ""},
+			[]map[string]any{sys, user, toolMsg(`{"a": 6}`), result}, "", DriftUnknown, -1, "c1", nil},
+		{"tools dropped", []*Call{chatCall(t, "c1", []map[string]any{sys, user}, Choice{Content: "42."},
+			map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "calc"}}}})},
+			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftEdited, -1, "c1", nil},
+		{"completions call", []*Call{first}, nil, RouteCompletions, DriftUnknown, -1, "", nil},
 		{"closest of two conversations", []*Call{first, chatCall(t, "c2", []map[string]any{{"role": "user", "content": "Hi"}}, Choice{Content: "Hello"}, nil)},
 			[]map[string]any{{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye"}},
-			"", DriftUnknown, -1, "c2"},
+			"", DriftUnknown, -1, "c2", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := chatCall(t, "new", tc.msgs, Choice{Content: "ok"}, nil)
+			c := chatCall(t, "new", tc.msgs, Choice{Content: "ok"}, tc.extra)
 			if tc.route == RouteCompletions {
 				c.Route, c.Request = RouteCompletions, []byte(`{"model":"m","prompt":"hi"}`)
 			}

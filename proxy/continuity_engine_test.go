@@ -146,3 +146,36 @@ func TestContinuityEmbeddedEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuityLastTurnServed: a conversation that ends with the assistant
+// turn hone served (LangChain sends back a forced call whose arguments ran
+// out of tokens as an invalid tool call, with no tool result) puts that
+// turn's sampled ids back too: the next prompt extends the path.
+func TestContinuityLastTurnServed(t *testing.T) {
+	h, store, url := startEngineContinuity(t, ContinuityTokens)
+	waitProbe(t, h.s, url)
+	tools := json.RawMessage(`[{"type":"function","function":{"name":"calc","parameters":{"properties":{"op":{"type":"string"},` +
+		`"a":{"type":"integer"},"b":{"type":"integer"}},"required":["op","a","b"],"type":"object"}}}]`)
+	msgs := []any{map[string]any{"role": "user", "content": "What is 6 times 7?"}}
+	for i, maxTok := range []int{40, 1} {
+		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": tools, "max_completion_tokens": maxTok,
+			"temperature": 1.0, "seed": 3, "tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "calc"}}})
+		hdr := map[string]string{"X-Hone-Session": "last"}
+		if i == 1 {
+			hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
+		}
+		r := post(t, h.url, "/v1/chat/completions", body, hdr)
+		if r.status != 200 {
+			t.Fatalf("call %d: %d %s", i, r.status, r.body)
+		}
+		waitRecorded(t, store, "last", i+1, false)
+		var m map[string]any
+		_ = json.Unmarshal([]byte(gjson.GetBytes(r.body, "choices.0.message").Raw), &m)
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": m["tool_calls"]})
+	}
+	drift, leaves, cs := sessionDrift(t, store, "last", 2)
+	if drift != 0 || leaves != 1 || extends(cs) != 0 || testutil.ToFloat64(h.s.cont.spliced) != 1 {
+		t.Errorf("drift %d, %d trajectories, call %d not extending, %v turns put back", drift, leaves, extends(cs),
+			testutil.ToFloat64(h.s.cont.spliced))
+	}
+}

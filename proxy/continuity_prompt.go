@@ -77,7 +77,7 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 		single: doc.Get("parallel_tool_calls").Type == gjson.False}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
 	p.tools = k.parse.Tools && len(req.Tools) > 0 && string(req.Tools) != "[]" && tc != `"none"` && force == nil
-	for j := len(cv.msgs) - 2; j >= 0 && p.session != ""; j-- {
+	for j := len(cv.msgs) - 1; j >= 0 && p.session != ""; j-- {
 		if cv.msgs[j].Role != "assistant" {
 			continue
 		}
