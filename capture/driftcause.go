@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -143,6 +144,10 @@ func diff(sent, orig *driftMsg) (cause, detail string) {
 	for i := range sent.calls {
 		s, o := sent.calls[i], orig.calls[i]
 		if s.name != o.name || canonArgs(s.args) != canonArgs(o.args) {
+			if s.name == o.name && !json.Valid([]byte(o.args)) {
+				return DriftEdited, fmt.Sprintf("tool call %d (%s): the sampled arguments are not JSON (cut by max_tokens?) and came back as %s",
+					i, o.name, clip(s.args))
+			}
 			return DriftEdited, fmt.Sprintf("tool call %d (%s) differs", i, o.name)
 		}
 		if s.args != o.args && reserialised == "" {

@@ -57,6 +57,9 @@ func TestClassifyDrift(t *testing.T) {
 		{"edited user turn wins over re-serialised arguments", []*Call{first},
 			[]map[string]any{sys, {"role": "user", "content": "What is 6*8?"}, toolMsg(`{"a":6,"b":7}`), result}, "", DriftEdited, 1, "c1", nil},
 		{"edited arguments", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 8}`), result}, "", DriftEdited, 2, "c1", nil},
+		{"cut arguments completed by the client", []*Call{chatCall(t, "c1", []map[string]any{sys, user},
+			Choice{ToolCalls: []ToolCall{{Name: "calc", Arguments: `{"a": 6, "b`}}, FinishReason: "length"}, nil)},
+			[]map[string]any{sys, user, toolMsg(`{"a": 6}`), result}, "", DriftEdited, 2, "c1", nil},
 		{"dropped turn", []*Call{first}, []map[string]any{sys}, "", DriftEdited, 1, "c1", nil},
 		{"same messages, other tokens", []*Call{plain},
 			[]map[string]any{sys, user, {"role": "assistant", "content": "42."}, {"role": "user", "content": "Thanks"}}, "", DriftUnknown, -1, "c1", nil},
@@ -77,6 +80,9 @@ func TestClassifyDrift(t *testing.T) {
 				c.Route, c.Request = RouteCompletions, []byte(`{"model":"m","prompt":"hi"}`)
 			}
 			d := classifyDrift(c, tc.earlier)
+			if strings.HasPrefix(tc.name, "cut") && !strings.Contains(d.Detail, "not JSON") {
+				t.Errorf("detail %q", d.Detail)
+			}
 			if strings.HasPrefix(tc.name, "forced") && !strings.Contains(d.Detail, "forced tool call") {
 				t.Errorf("detail %q", d.Detail)
 			}
