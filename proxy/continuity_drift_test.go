@@ -92,7 +92,6 @@ func driftSession(t *testing.T, h *testHone, store *capture.Store, session strin
 	var reply gjson.Result
 	for turn := 0; turn < 2; turn++ {
 		req := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "max_tokens": 1}
-		hdr := map[string]string{"X-Hone-Session": session}
 		if turn == 0 {
 			for k, v := range tc.first {
 				req[k] = v
@@ -106,15 +105,9 @@ func driftSession(t *testing.T, h *testHone, store *capture.Store, session strin
 			if tools, ok := tc.first["tools"]; ok {
 				req["tools"] = tools
 			}
-			hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
 		}
 		body, _ := json.Marshal(req)
-		r := post(t, h.url, "/v1/chat/completions", body, hdr)
-		if r.status != 200 {
-			t.Fatalf("turn %d: status %d: %s", turn, r.status, r.body)
-		}
-		reply = gjson.GetBytes(r.body, "choices.0")
-		waitRecorded(t, store, session, turn+1, false)
+		reply = gjson.GetBytes(sessionPost(t, h, store, session, turn, turn == 1, false, body).body, "choices.0")
 	}
 	drift, leaves, _ := sessionDrift(t, store, session, 2)
 	rec, _, err := store.GetSession(t.Context(), session)

@@ -160,15 +160,7 @@ func TestContinuityLastTurnServed(t *testing.T) {
 	for i, maxTok := range []int{40, 1} {
 		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": tools, "max_completion_tokens": maxTok,
 			"temperature": 1.0, "seed": 3, "tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "calc"}}})
-		hdr := map[string]string{"X-Hone-Session": "last"}
-		if i == 1 {
-			hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
-		}
-		r := post(t, h.url, "/v1/chat/completions", body, hdr)
-		if r.status != 200 {
-			t.Fatalf("call %d: %d %s", i, r.status, r.body)
-		}
-		waitRecorded(t, store, "last", i+1, false)
+		r := sessionPost(t, h, store, "last", i, i == 1, false, body)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(gjson.GetBytes(r.body, "choices.0.message").Raw), &m)
 		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": m["tool_calls"]})

@@ -423,15 +423,7 @@ func TestContinuityForcedNative(t *testing.T) {
 			} {
 				body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "max_tokens": 64,
 					"tools": []json.RawMessage{json.RawMessage(calcTool)}, "tool_choice": w.choice, "stream": stream})
-				hdr := map[string]string{"X-Hone-Session": "n1"}
-				if i == 2 {
-					hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
-				}
-				r := post(t, h.url, "/v1/chat/completions", body, hdr)
-				if r.status != 200 {
-					t.Fatalf("call %d: %d %s", i, r.status, r.body)
-				}
-				waitRecorded(t, store, "n1", i+1, stream)
+				r := sessionPost(t, h, store, "n1", i, i == 2, stream, body)
 				if i == 2 {
 					break
 				}

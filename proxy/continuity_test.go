@@ -235,6 +235,23 @@ func calcSession(t *testing.T, h *testHone, store *capture.Store, session string
 	return []map[string]any{m1, m2, m3}
 }
 
+// sessionPost posts call i of a session's chat loop (the last one with
+// the reward and the commit), fails the test on an error status, and waits
+// until the store has the call.
+func sessionPost(t *testing.T, h *testHone, store *capture.Store, session string, i int, last, stream bool, body []byte) *rawResponse {
+	t.Helper()
+	hdr := map[string]string{"X-Hone-Session": session}
+	if last {
+		hdr["X-Hone-Reward"], hdr["X-Hone-Commit"] = "1", "1"
+	}
+	r := post(t, h.url, "/v1/chat/completions", body, hdr)
+	if r.status != 200 {
+		t.Fatalf("call %d: status %d: %s", i, r.status, r.body)
+	}
+	waitRecorded(t, store, session, i+1, stream)
+	return r
+}
+
 // waitRecorded waits, after a streamed call, until the store has the
 // session's first n calls. A stream is handed to the recorder after its
 // last byte reached the client, which may already have sent its next call;
