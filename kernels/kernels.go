@@ -144,10 +144,19 @@ type Backend interface {
 	AddRow(dst, v Tensor)
 	// SumRows accumulates dst[j] += sum_i x[i,j] (bias gradients).
 	SumRows(dst, x Tensor)
-	// Sum returns the sum of all elements.
+	// Sum returns the sum of all elements (a device backend synchronises to
+	// return it; prefer SumInto inside a loop).
 	Sum(x Tensor) float64
-	// SumSquares returns the sum of squared elements (gradient norms).
+	// SumSquares returns the sum of squared elements, as Sum.
 	SumSquares(x Tensor) float64
+	// SumInto accumulates dst[i] += sum(x) on the device: the sum is taken
+	// in float64 and added to dst[i] with one rounding to float32. i indexes
+	// dst's elements (any shape); x may not alias dst. Nothing reaches the
+	// host: several reductions fill one tensor, downloaded once.
+	SumInto(dst Tensor, i int, x Tensor)
+	// SumSquaresInto accumulates dst[i] += sum(x^2), as SumInto (a global
+	// gradient norm: one [1] tensor over every parameter, one download).
+	SumSquaresInto(dst Tensor, i int, x Tensor)
 
 	// RMSNorm sets out[i,:] = x[i,:] / sqrt(mean(x[i,:]^2) + eps) * w.
 	RMSNorm(out, x, w Tensor, eps float32)

@@ -108,6 +108,14 @@ func CheckTargets(targets Index, rows, vocab int) error {
 	return CheckIDs(targets, vocab)
 }
 
+// CheckElem checks that i indexes one of n elements.
+func CheckElem(operand string, i, n int) error {
+	if i < 0 || i >= n {
+		return fmt.Errorf("%s: element %d of %d", operand, i, n)
+	}
+	return nil
+}
+
 // CheckLen checks that an operand has the length an operation needs.
 func CheckLen(operand string, got, want int) error {
 	if got != want {

@@ -137,6 +137,17 @@ func TestCheckTargets(t *testing.T) {
 	}
 }
 
+func TestCheckElem(t *testing.T) {
+	if err := CheckElem("x", 0, 1); err != nil {
+		t.Errorf("element 0 of 1: %v", err)
+	}
+	for _, i := range []int{-1, 1} {
+		if err := CheckElem("x", i, 1); err == nil || !strings.Contains(err.Error(), "x: element") {
+			t.Errorf("element %d of 1: %v", i, err)
+		}
+	}
+}
+
 func TestCheckLen(t *testing.T) {
 	if err := CheckLen("x", 3, 3); err != nil {
 		t.Errorf("equal lengths: %v", err)

@@ -122,11 +122,7 @@ func (p *Policy) backward(ctx context.Context, act *model.Activations, dlogp [][
 // norm before clipping. A non-finite norm skips the update.
 func (p *Policy) optimize(lr, maxNorm float64, o AdamWOptions) (float64, error) {
 	gs := p.gradParams()
-	var ss float64
-	for _, g := range gs {
-		ss += p.be.SumSquares(g.Tensor)
-	}
-	norm := math.Sqrt(ss)
+	norm := math.Sqrt(p.sumSquares(gs))
 	defer p.grads.Zero()
 	if err := p.be.Err(); err != nil {
 		return 0, fmt.Errorf("optimizer step refused: %w", err)
@@ -147,6 +143,21 @@ func (p *Policy) optimize(lr, maxNorm float64, o AdamWOptions) (float64, error) 
 		p.be.AdamWStep(prm.Tensor, gs[i].Tensor, p.m[i], p.v[i], hp)
 	}
 	return norm, nil
+}
+
+// sumSquares is the sum of squares of every gradient, accumulated on the
+// device into one [1] tensor and downloaded once: no synchronisation per
+// parameter tensor (each tensor's sum is taken in float64, the running
+// total is float32).
+func (p *Policy) sumSquares(gs []model.Param) float64 {
+	acc := p.be.New(1) // per step: a tensor made under a device error could not be reused after ClearErr
+	defer p.be.Free(acc)
+	for _, g := range gs {
+		p.be.SumSquaresInto(acc, 0, g.Tensor)
+	}
+	var ss [1]float32
+	p.be.Download(ss[:], acc)
+	return float64(ss[0])
 }
 
 // snapshot copies the trained tensors and their moments to host memory.

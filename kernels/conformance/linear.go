@@ -163,6 +163,27 @@ func (s *suite) reductions(t T) {
 	xt := s.up(x, r, w)
 	near(t, "sum", []float32{float32(s.be.Sum(xt))}, []float64{sum}, 1e-4, 1e-5)
 	near(t, "sumsquares", []float32{float32(s.be.SumSquares(xt))}, []float64{sq}, 1e-4, 1e-5)
+
+	// Into a device tensor: accumulated onto what the element holds, other
+	// elements untouched, several tensors into one element (a global norm),
+	// an empty tensor adds nothing.
+	y := s.randn(50)
+	acc0 := s.randn(4)
+	acc := s.up(acc0, 2, 2)
+	s.be.SumInto(acc, 1, xt)
+	s.be.SumSquaresInto(acc, 2, xt)
+	s.be.SumSquaresInto(acc, 2, s.up(y, 5, 10))
+	s.be.SumInto(acc, 3, s.be.New(0))
+	var sqy float64
+	for _, v := range y {
+		sqy += float64(v) * float64(v)
+	}
+	want = f64(acc0)
+	want[1] += sum
+	want[2] += sq + sqy
+	near(t, "sum into, sum squares into", s.down(acc), want, 1e-4, 1e-5)
+	panics(t, "sum into element past the end", func() { s.be.SumInto(acc, 4, xt) })
+	panics(t, "sum squares into negative element", func() { s.be.SumSquaresInto(acc, -1, xt) })
 }
 
 // index checks UploadIndex's length and range, including the empty index

@@ -83,3 +83,17 @@ func (be *Backend) SumSquares(x kernels.Tensor) float64 {
 	}
 	return s
 }
+
+// SumInto implements kernels.Backend.
+func (be *Backend) SumInto(dst kernels.Tensor, i int, x kernels.Tensor) {
+	d := data(dst)
+	must(kernels.CheckElem("sum into", i, len(d)))
+	d[i] = float32(float64(d[i]) + be.Sum(x))
+}
+
+// SumSquaresInto implements kernels.Backend.
+func (be *Backend) SumSquaresInto(dst kernels.Tensor, i int, x kernels.Tensor) {
+	d := data(dst)
+	must(kernels.CheckElem("sum squares into", i, len(d)))
+	d[i] = float32(float64(d[i]) + be.SumSquares(x))
+}

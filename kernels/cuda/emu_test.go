@@ -254,6 +254,11 @@ func TestEmptyShapes(t *testing.T) {
 	if s := be.Sum(e(0)); s != 0 {
 		t.Fatalf("Sum of nothing = %g", s)
 	}
+	be.SumInto(dst, 2, e(0))
+	be.SumSquaresInto(dst, 2, e(0))
+	if s := be.Sum(dst); s != 36 {
+		t.Fatalf("SumInto of nothing changed dst: sum %g", s)
+	}
 	be.MatMul(e(0, 3), e(0, 4), e(4, 3), false, false, 1, 0)
 	be.RMSNorm(e(0, 8), e(0, 8), w8, 1e-6)
 	be.RMSNormBackward(e(0, 8), e(8), e(0, 8), e(0, 8), w8, 1e-6)

@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/hone-rl/hone/kernels"
 )
@@ -100,6 +101,25 @@ func (b *Backend) Sum(x kernels.Tensor) float64 { return b.sum(x, false) }
 
 // SumSquares implements kernels.Backend.
 func (b *Backend) SumSquares(x kernels.Tensor) float64 { return b.sum(x, true) }
+
+func (b *Backend) sumInto(op string, dst kernels.Tensor, i int, x kernels.Tensor, squares bool) {
+	must(kernels.CheckElem(op, i, dst.Len()))
+	b.call(op, func(c *C.hone_ctx) C.int {
+		d := unsafe.Add(unsafe.Pointer(fp(dst)), 4*i)
+		return C.hone_sum_into(c, (*C.float)(d), fp(x), C.long(x.Len()), cbool(squares))
+	})
+}
+
+// SumInto implements kernels.Backend: a device reduction added to dst[i]
+// by a one-thread kernel; no copy to the host.
+func (b *Backend) SumInto(dst kernels.Tensor, i int, x kernels.Tensor) {
+	b.sumInto("sum into", dst, i, x, false)
+}
+
+// SumSquaresInto implements kernels.Backend.
+func (b *Backend) SumSquaresInto(dst kernels.Tensor, i int, x kernels.Tensor) {
+	b.sumInto("sum squares into", dst, i, x, true)
+}
 
 // RMSNorm implements kernels.Backend.
 func (b *Backend) RMSNorm(out, x, w kernels.Tensor, eps float32) {

@@ -74,6 +74,9 @@ int hone_add_row(hone_ctx* c, float* dst, const float* v, long rows, long width)
 int hone_sum_rows(hone_ctx* c, float* dst, const float* x, long rows, long width);
 /* hone_sum stores the sum (squares: of squares) of x in *host_out. */
 int hone_sum(hone_ctx* c, double* host_out, const float* x, long n, int squares);
+/* hone_sum_into adds the sum (squares: of squares) of x, taken in double, to
+ * the device float *dst with one rounding; nothing reaches the host. */
+int hone_sum_into(hone_ctx* c, float* dst, const float* x, long n, int squares);
 
 int hone_rmsnorm(hone_ctx* c, float* out, const float* x, const float* w, long rows, long width, float eps);
 /* dw may be NULL. */

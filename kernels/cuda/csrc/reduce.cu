@@ -1,5 +1,6 @@
 // reduce.cu: column sums (bias gradients) and whole-tensor sums and sums of
-// squares (losses, gradient norms).
+// squares (losses, gradient norms), to the host or into an element of a
+// device tensor.
 #include "hone_cuda.h"
 #include "internal.cuh"
 
@@ -47,6 +48,25 @@ __global__ void sum_kernel2(double* out, const float* x, long n, int squares) {
   if (threadIdx.x == 0) atomicAdd(out, s);
 }
 
+// add_double_kernel: *dst = float(*dst + *d), one rounding (a single thread).
+__global__ void add_double_kernel(float* dst, const double* d) {
+  if (threadIdx.x == 0) *dst = float(double(*dst) + *d);
+}
+
+// sum_to stores the sum (squares: of squares) of x in the device double *d.
+int sum_to(hone_ctx* c, double* d, const float* x, long n, int squares) {
+  if (check_cuda(c, "sum", cudaMemsetAsync(d, 0, sizeof(double), c->stream))) return -1;
+  if (n == 0) return 0;
+  if (c->variant == hone_variant_readable) {
+    HONE_LAUNCH(sum_kernel1, 1, 256, 256 * sizeof(double), c->stream, d, x, n, squares);
+  } else {
+    unsigned grid = grid_for(n, 256);
+    if (grid > 1024) grid = 1024;
+    HONE_LAUNCH(sum_kernel2, grid, 256, 0, c->stream, d, x, n, squares);
+  }
+  return check_launch(c, "sum");
+}
+
 }  // namespace hone
 
 using namespace hone;
@@ -65,18 +85,18 @@ int hone_sum(hone_ctx* c, double* host_out, const float* x, long n, int squares)
   Workspace ws{c};
   if (ws.reserve(256)) return -1;
   double* d = ws.take<double>(1);
-  if (check_cuda(c, "sum", cudaMemsetAsync(d, 0, sizeof(double), c->stream))) return -1;
-  if (n > 0) {
-    if (c->variant == hone_variant_readable) {
-      HONE_LAUNCH(sum_kernel1, 1, 256, 256 * sizeof(double), c->stream, d, x, n, squares);
-    } else {
-      unsigned grid = grid_for(n, 256);
-      if (grid > 1024) grid = 1024;
-      HONE_LAUNCH(sum_kernel2, grid, 256, 0, c->stream, d, x, n, squares);
-    }
-    if (check_launch(c, "sum")) return -1;
-  }
+  if (sum_to(c, d, x, n, squares)) return -1;
   return hone_download(c, host_out, d, sizeof(double));
+}
+
+int hone_sum_into(hone_ctx* c, float* dst, const float* x, long n, int squares) {
+  HONE_ENTRY(c);
+  Workspace ws{c};
+  if (ws.reserve(256)) return -1;
+  double* d = ws.take<double>(1);
+  if (sum_to(c, d, x, n, squares)) return -1;
+  HONE_LAUNCH(add_double_kernel, 1, 1, 0, c->stream, dst, d);
+  return check_launch(c, "sum_into");
 }
 
 }  // extern "C"
