@@ -65,6 +65,7 @@ func Groups(be kernels.Backend) []Group {
 		{"LogProbs", s.logprobs},
 		{"TokenLogProbs", s.tokenLogProbs},
 		{"AdamW", s.adamw},
+		{"Sample", s.sample},
 	}
 	for i := range gs {
 		name, fn := gs[i].Name, gs[i].Run

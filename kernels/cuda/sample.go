@@ -14,31 +14,20 @@ import (
 	"github.com/hone-rl/hone/kernels"
 )
 
-// Sampling is one row's sampling parameters: Temperature <= 0 is greedy,
-// TopK <= 0 and TopP >= 1 are off, Seed picks the draw (the same seed and
-// row give the same token).
-type Sampling struct {
-	Temperature, TopP float32
-	TopK              int32
-	Seed              uint64
-}
+// Sampling and SampleOut are kernels.Sampler's.
+type (
+	Sampling  = kernels.Sampling
+	SampleOut = kernels.SampleOut
+)
 
-// SampleOut is what Sample returns per row: the token, its log-probability
-// under the raw logits, and the TopN best raw log-probabilities with their
-// ids ([rows*TopN], best first).
-type SampleOut struct {
-	Tokens  []int32
-	Logp    []float32
-	TopIDs  []int32
-	TopLogp []float32
-}
+var _ kernels.Sampler = (*Backend)(nil)
 
-// Sample draws one token per row of logits ([rows, vocab]) on the device
-// (csrc/sample.cu) and brings back only rows*(2+2*topN) numbers. It is the
-// device-side sampling of DESIGN.md, not yet part of kernels.Backend.
+// Sample implements kernels.Sampler: one token per row of logits ([rows,
+// vocab]) drawn on the device (csrc/sample.cu), bringing back only
+// rows*(2+2*topN) numbers.
 func (b *Backend) Sample(logits kernels.Tensor, params []Sampling, topN int) SampleOut {
 	rows, vocab := kernels.Rows(logits)
-	if len(params) != rows || topN < 0 || topN > 256 || topN > vocab {
+	if len(params) != rows || topN < 0 || topN > kernels.MaxSampleCandidates || topN > vocab {
 		panic(fmt.Sprintf("kernels/cuda: sample %v with %d parameter rows, top %d", logits.Shape(), len(params), topN))
 	}
 	// One spare element so that &TopIDs[0] exists when topN is 0.
