@@ -56,12 +56,25 @@ func (m *Model) backward(ctx context.Context, act *Activations, dlogp [][]float3
 	be.TokenLogProbsBackward(dh, dHead, act.hOut, m.lmHead, act.lse, act.dtarget, dl)
 	dx := w.alloc(t, cfg.HiddenSize)
 	be.RMSNormBackward(dx, w.baseGrad(func(b *Model) kernels.Tensor { return b.norm }), dh, act.xOut, m.norm, float32(cfg.RMSNormEps))
+	var recompute kernels.Tensor // LoRA scratch of a recomputed layer
+	if act.checkpointed {
+		recompute = m.loraScratch(t, act.adapter)
+		defer freeIf(be, recompute)
+	}
 	for l := len(m.layers) - 1; l >= 0; l-- {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		var sc layerScratch
+		if act.checkpointed {
+			m.trainLayer(l, act.layers[l].xIn, act, sc.alloc(be), sc.alloc(be), recompute)
+		}
 		w.mlp(l, dx)
 		w.attention(l, dx)
+		if act.checkpointed {
+			sc.free(be)
+			act.layers[l] = layerActs{xIn: act.layers[l].xIn}
+		}
 	}
 	if g.base != nil {
 		be.EmbeddingBackward(g.base.embed, dx, act.b.dids)

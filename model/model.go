@@ -88,6 +88,8 @@ type Model struct {
 	lmHead kernels.Tensor // [V,H]; the same tensor as embed when tied
 	layers []layer
 	rope   kernels.RoPETable // cos/sin for positions [0, MaxPositions)
+	// checkpoint: ForwardTrain keeps layer inputs only (SetCheckpointing).
+	checkpoint bool
 }
 
 // layer holds one decoder layer's weights.

@@ -22,6 +22,9 @@ type Activations struct {
 	lse     kernels.Tensor // log-sum-exp per row
 	logp    []float32      // per row; the last row of each sequence has no target
 	owned   []kernels.Tensor
+	// checkpointed: only each layer's input is kept (layerActs.xIn);
+	// Backward recomputes a layer's activations just before its backward.
+	checkpointed bool
 }
 
 // layerActs are one layer's saved tensors (row-major over all tokens).
@@ -131,12 +134,20 @@ func (m *Model) forwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*
 	lora := m.loraScratch(t, a)
 	defer freeIf(be, lora)
 	act.layers = make([]layerActs, cfg.NumLayers)
+	act.checkpointed = m.checkpoint
 	for l := range m.layers {
 		if err := ctx.Err(); err != nil {
 			act.Free()
 			return nil, err
 		}
-		x = m.trainLayer(l, x, act, lora)
+		if !act.checkpointed {
+			x = m.trainLayer(l, x, act, act.alloc, act.alloc, lora)
+			continue
+		}
+		var sc layerScratch
+		x = m.trainLayer(l, x, act, sc.alloc(be), act.alloc, lora)
+		sc.free(be)
+		act.layers[l] = layerActs{xIn: act.layers[l].xIn}
 	}
 	act.xOut = x
 	act.hOut = act.alloc(t, cfg.HiddenSize)
@@ -201,21 +212,48 @@ func (act *Activations) alloc(shape ...int) kernels.Tensor {
 	return t
 }
 
-// trainLayer runs layer l on x, saving its activations, and returns the
-// layer output.
-func (m *Model) trainLayer(l int, x kernels.Tensor, act *Activations, lora kernels.Tensor) kernels.Tensor {
+// SetCheckpointing turns activation checkpointing on or off for later
+// ForwardTrain calls: a pass keeps each layer's input only, and Backward
+// recomputes one layer's activations at a time (one extra forward of every
+// layer per step, for activations of one layer instead of all of them).
+// Gradients are the same as without it.
+func (m *Model) SetCheckpointing(on bool) { m.checkpoint = on }
+
+// layerScratch holds one layer's recomputable activations.
+type layerScratch []kernels.Tensor
+
+func (sc *layerScratch) alloc(be kernels.Backend) func(shape ...int) kernels.Tensor {
+	return func(shape ...int) kernels.Tensor {
+		t := be.New(shape...)
+		*sc = append(*sc, t)
+		return t
+	}
+}
+
+func (sc *layerScratch) free(be kernels.Backend) {
+	for _, t := range *sc {
+		be.Free(t)
+	}
+	*sc = nil
+}
+
+// trainLayer runs layer l on x, saving its activations in act.layers[l]
+// (allocated with alloc, the output with allocOut), and returns the layer
+// output.
+func (m *Model) trainLayer(l int, x kernels.Tensor, act *Activations, alloc, allocOut func(shape ...int) kernels.Tensor,
+	lora kernels.Tensor) kernels.Tensor {
 	cfg, be, ly, b := m.cfg, m.be, &m.layers[l], act.b
 	t, eps := len(b.ids), float32(cfg.RMSNormEps)
 	qw, kw := cfg.NumHeads*cfg.HeadDim, cfg.NumKVHeads*cfg.HeadDim
 	s := &act.layers[l]
 	s.xIn = x
-	s.h1 = act.alloc(t, cfg.HiddenSize)
+	s.h1 = alloc(t, cfg.HiddenSize)
 	be.RMSNorm(s.h1, x, ly.attnNorm, eps)
-	s.q, s.k, s.v = act.alloc(t, qw), act.alloc(t, kw), act.alloc(t, kw)
+	s.q, s.k, s.v = alloc(t, qw), alloc(t, kw), alloc(t, kw)
 	m.linear(s.q, s.h1, l, ModQ, b.segs, lora)
 	m.linear(s.k, s.h1, l, ModK, b.segs, lora)
 	m.linear(s.v, s.h1, l, ModV, b.segs, lora)
-	s.qr, s.kr = act.alloc(t, qw), act.alloc(t, kw)
+	s.qr, s.kr = alloc(t, qw), alloc(t, kw)
 	if cfg.QKNorm {
 		be.RMSNorm(be.View(s.qr, 0, t*cfg.NumHeads, cfg.HeadDim), be.View(s.q, 0, t*cfg.NumHeads, cfg.HeadDim), ly.qNorm, eps)
 		be.RMSNorm(be.View(s.kr, 0, t*cfg.NumKVHeads, cfg.HeadDim), be.View(s.k, 0, t*cfg.NumKVHeads, cfg.HeadDim), ly.kNorm, eps)
@@ -225,21 +263,21 @@ func (m *Model) trainLayer(l int, x kernels.Tensor, act *Activations, lora kerne
 	}
 	be.RoPE(s.qr, b.dpos, m.rope, false)
 	be.RoPE(s.kr, b.dpos, m.rope, false)
-	s.att = act.alloc(t, qw)
+	s.att = alloc(t, qw)
 	for _, sg := range b.segs {
 		be.Attention(be.View(s.att, sg.off*qw, sg.n, qw), be.View(s.qr, sg.off*qw, sg.n, qw),
 			be.View(s.kr, sg.off*kw, sg.n, kw), be.View(s.v, sg.off*kw, sg.n, kw), m.attn(0))
 	}
-	s.xMid = act.alloc(t, cfg.HiddenSize)
+	s.xMid = alloc(t, cfg.HiddenSize)
 	m.linear(s.xMid, s.att, l, ModO, b.segs, lora)
 	be.Add(s.xMid, s.xMid, x)
-	s.h2 = act.alloc(t, cfg.HiddenSize)
+	s.h2 = alloc(t, cfg.HiddenSize)
 	be.RMSNorm(s.h2, s.xMid, ly.mlpNorm, eps)
-	s.gate, s.up, s.ac = act.alloc(t, cfg.IntermediateSize), act.alloc(t, cfg.IntermediateSize), act.alloc(t, cfg.IntermediateSize)
+	s.gate, s.up, s.ac = alloc(t, cfg.IntermediateSize), alloc(t, cfg.IntermediateSize), alloc(t, cfg.IntermediateSize)
 	m.linear(s.gate, s.h2, l, ModGate, b.segs, lora)
 	m.linear(s.up, s.h2, l, ModUp, b.segs, lora)
 	be.SwiGLU(s.ac, s.gate, s.up)
-	out := act.alloc(t, cfg.HiddenSize)
+	out := allocOut(t, cfg.HiddenSize)
 	m.linear(out, s.ac, l, ModDown, b.segs, lora)
 	be.Add(out, out, s.xMid)
 	return out

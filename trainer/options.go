@@ -53,6 +53,23 @@ type Options struct {
 	// first and training is refused if it fails) or auto (cuda when built
 	// with it and a GPU answers, else cpu).
 	Backend string `yaml:"backend"`
+	// ActivationCheckpointing keeps only each layer's input in a forward
+	// pass and recomputes the layer before its backward (one extra forward
+	// per step, activations of one layer instead of all): on, off, or auto
+	// (the default: on for a GPU backend, where the memory plan assumes it;
+	// off on the CPU, where memory is rarely what limits a step).
+	ActivationCheckpointing string `yaml:"activation_checkpointing"`
+}
+
+// checkpointing reports whether passes on backend be checkpoint.
+func (o Options) checkpointing(be string) bool {
+	switch o.ActivationCheckpointing {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return be != "cpu"
 }
 
 // Compute backends accepted by Options.Backend.
@@ -97,7 +114,7 @@ func DefaultOptions() Options {
 		Schedule:    ScheduleOptions{Kind: SchedConstant, LR: 1e-5, WarmupSteps: 5, TotalSteps: 1000},
 		AdamW:       AdamWOptions{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 		Staleness:   StalenessOptions{MaxPolicyLag: 4, Policy: StaleDrop, Decay: 0.5},
-		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU,
+		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU, ActivationCheckpointing: "auto",
 	}
 }
 
@@ -119,6 +136,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("trainer lora rank %d alpha %v: want > 0", o.LoRA.Rank, o.LoRA.Alpha)
 	case o.AdamW.Beta1 < 0 || o.AdamW.Beta1 >= 1 || o.AdamW.Beta2 < 0 || o.AdamW.Beta2 >= 1 || o.AdamW.Eps <= 0:
 		return fmt.Errorf("trainer adamw %+v: want betas in [0,1) and eps > 0", o.AdamW)
+	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":
+		return fmt.Errorf("trainer activation_checkpointing %q: want auto, on or off", o.ActivationCheckpointing)
 	}
 	if err := o.ValidateBackend(); err != nil {
 		return err

@@ -51,11 +51,25 @@ func TestDefaultOptionsValidate(t *testing.T) {
 		func(o *Options) { o.AdamW.Beta2 = 1 },
 		func(o *Options) { o.Backend = "gpu" },
 		func(o *Options) { o.Backend = "" },
+		func(o *Options) { o.ActivationCheckpointing = "true" },
 	} {
 		o := DefaultOptions()
 		mut(&o)
 		if o.Validate() == nil {
 			t.Errorf("case %d validated", i)
+		}
+	}
+}
+
+// TestCheckpointingChoice: auto checkpoints on a GPU backend only; on and
+// off decide alone.
+func TestCheckpointingChoice(t *testing.T) {
+	for _, c := range []struct {
+		opt, be string
+		want    bool
+	}{{"auto", "cpu", false}, {"auto", "cuda", true}, {"on", "cpu", true}, {"off", "cuda", false}} {
+		if got := (Options{ActivationCheckpointing: c.opt}).checkpointing(c.be); got != c.want {
+			t.Errorf("%s on %s: %v", c.opt, c.be, got)
 		}
 	}
 }

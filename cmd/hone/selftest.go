@@ -180,7 +180,7 @@ func (p *planOut) write(w io.Writer) {
 	gb := func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) }
 	pl := p.Plan
 	fmt.Fprintf(w, "\nmemory plan (trainer/memplan: arithmetic, not measured; assumes per-layer activation checkpointing, "+
-		"which model/ does not do yet)\n")
+		"trainer.activation_checkpointing on or auto)\n")
 	fmt.Fprintf(w, "  %s, %s; model %s (%.2f B parameters), LoRA r=%d (%.1f M), %d-token sequences, engine at %.2f\n",
 		p.GPU, gb(p.Request.GPUBytes), p.Model, float64(pl.Params)/1e9, p.Request.Rank, float64(pl.LoRAParams)/1e6,
 		p.Request.SeqLen, p.Request.EngineUtilization)
