@@ -59,6 +59,10 @@ type Options struct {
 	// (the default: on for a GPU backend, where the memory plan assumes it;
 	// off on the CPU, where memory is rarely what limits a step).
 	ActivationCheckpointing string `yaml:"activation_checkpointing"`
+	// EngineGPUShare is the gpu_memory_utilization of the engines on the
+	// trainer's GPU (0: none), which the memory plan of a GPU backend
+	// leaves to them.
+	EngineGPUShare float64 `yaml:"engine_gpu_share"`
 }
 
 // checkpointing reports whether passes on backend be checkpoint.
@@ -115,6 +119,7 @@ func DefaultOptions() Options {
 		AdamW:       AdamWOptions{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 		Staleness:   StalenessOptions{MaxPolicyLag: 4, Policy: StaleDrop, Decay: 0.5},
 		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU, ActivationCheckpointing: "auto",
+		EngineGPUShare: 0.45,
 	}
 }
 
@@ -136,6 +141,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("trainer lora rank %d alpha %v: want > 0", o.LoRA.Rank, o.LoRA.Alpha)
 	case o.AdamW.Beta1 < 0 || o.AdamW.Beta1 >= 1 || o.AdamW.Beta2 < 0 || o.AdamW.Beta2 >= 1 || o.AdamW.Eps <= 0:
 		return fmt.Errorf("trainer adamw %+v: want betas in [0,1) and eps > 0", o.AdamW)
+	case o.EngineGPUShare < 0 || o.EngineGPUShare >= 1:
+		return fmt.Errorf("trainer engine_gpu_share %g: want [0, 1)", o.EngineGPUShare)
 	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":
 		return fmt.Errorf("trainer activation_checkpointing %q: want auto, on or off", o.ActivationCheckpointing)
 	}

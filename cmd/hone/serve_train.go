@@ -61,6 +61,10 @@ func startTrainer(ctx context.Context, c *config.Config, store *capture.Store, s
 	if err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
+	if err := fitMicroBatches(&c.Trainer, be, modelDir, log); err != nil {
+		be.Close()
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
 	pol, err := trainer.LoadPolicy(modelDir, be.Backend, c.Trainer)
 	if err != nil {
 		be.Close()

@@ -116,6 +116,10 @@ func buildTrainer(ctx context.Context, opts trainer.Options, from, engines, admi
 	if err != nil {
 		return nil, err
 	}
+	if err := fitMicroBatches(&opts, be, modelDir, slog.Default()); err != nil {
+		be.Close()
+		return nil, err
+	}
 	pol, err := trainer.LoadPolicy(modelDir, be.Backend, opts)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,9 @@ type Request struct {
 	ContextBytes int64
 	// LogitChunk is how many logits the chunked log-prob holds at once; 0 means 2^24.
 	LogitChunk int64
+	// WeightBytes is the storage of one base weight: 2 (bf16, the plan's
+	// default when 0) or 4 (fp32, what kernels.Backend stores today).
+	WeightBytes int64
 }
 
 // Plan is the trainer's memory budget and what it spends it on, in bytes.
@@ -37,7 +40,7 @@ type Plan struct {
 	Params                 int64 // base model parameters
 	LoRAParams             int64
 	Budget                 int64 // GPU less the engine's share less the CUDA context
-	BaseWeights            int64 // bf16
+	BaseWeights            int64 // WeightBytes per parameter (bf16 by default)
 	LoRAState              int64 // fp32 params + grads + AdamW m, v
 	Checkpoints            int64 // layer inputs for SeqLen tokens, fp32
 	LayerActs              int64 // one layer's recomputed activations for SeqLen tokens
@@ -93,7 +96,11 @@ func Make(r Request) (Plan, error) {
 	s, seq := r.Model, int64(r.SeqLen)
 	p := Plan{Params: s.Params(), LoRAParams: s.LoRAParams(r.Rank), ActFloatsPerTokenLayer: s.ActFloatsPerToken()}
 	p.Budget = int64(float64(r.GPUBytes)*(1-r.EngineUtilization)) - ctx
-	p.BaseWeights = 2 * p.Params
+	wb := r.WeightBytes
+	if wb == 0 {
+		wb = 2
+	}
+	p.BaseWeights = wb * p.Params
 	p.LoRAState = 16 * p.LoRAParams
 	p.LogProbChunk = 4 * chunk
 	ckpt := 4 * int64(s.Hidden) * int64(s.Layers)

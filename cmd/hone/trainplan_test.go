@@ -1,0 +1,58 @@
+package main
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hone-rl/hone/kernels/backends"
+	"github.com/hone-rl/hone/trainer"
+)
+
+// TestFitMicroBatches: on a GPU backend the trainer's micro-batch budget
+// follows the memory plan (float32 base weights, the engines' share): a
+// budget the plan allows stays, one above it is lowered, a GPU too small
+// for the weights refuses with the numbers; the CPU backend is left alone.
+func TestFitMicroBatches(t *testing.T) {
+	dir := writeModel(t, "qwen3-8b")
+	defer func(f func() (int64, error)) { gpuMemory = f }(gpuMemory)
+	for _, tc := range []struct {
+		name      string
+		be        backends.Opened
+		gpu       int64
+		share     float64
+		tokens    int
+		want, err string
+	}{
+		{"cpu untouched", backends.Opened{Name: backends.CPU}, 0, 0.45, 8192, "8192", ""},
+		{"80 GB keeps 8192", backends.Opened{Name: "cuda"}, 80e9, 0.45, 8192, "8192", ""},
+		{"80 GB lowers 65536", backends.Opened{Name: "cuda"}, 80e9, 0.3, 65536, "<65536", ""},
+		{"80 GB lowers 16384", backends.Opened{Name: "cuda"}, 80e9, 0.45, 16384, "<16384", ""},
+		{"16 GB refuses", backends.Opened{Name: "cuda"}, 16e9, 0.45, 8192, "", "refusing to train"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gpuMemory = func() (int64, error) { return tc.gpu, nil }
+			o := trainer.DefaultOptions()
+			o.MicroBatchTokens, o.EngineGPUShare, o.LoRA.Rank = tc.tokens, tc.share, 16
+			err := fitMicroBatches(&o, tc.be, dir, slog.New(slog.DiscardHandler))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "GB") {
+					t.Fatalf("err %v, want %q with the numbers", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.want[0] == '<':
+				if o.MicroBatchTokens >= tc.tokens || o.MicroBatchTokens <= 0 {
+					t.Errorf("micro_batch_tokens %d, want lowered below %d", o.MicroBatchTokens, tc.tokens)
+				}
+			case tc.want != "" && strconv.Itoa(o.MicroBatchTokens) != tc.want:
+				t.Errorf("micro_batch_tokens %d, want %s", o.MicroBatchTokens, tc.want)
+			}
+		})
+	}
+}
