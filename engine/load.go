@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/model"
 	"github.com/hone-rl/hone/model/tokenizer"
@@ -22,7 +23,10 @@ type modelLM struct {
 	vocab int
 }
 
-func (l *modelLM) VocabSize() int    { return l.vocab }
+func (l *modelLM) VocabSize() int { return l.vocab }
+
+// Free releases the model's weights (a reload replaced it).
+func (l *modelLM) Free()             { l.m.Free() }
 func (l *modelLM) NewCache() lmCache { return l.m.NewCache() }
 
 func (l *modelLM) KVBytesPerToken() int {
@@ -63,12 +67,15 @@ func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, err
 }
 
 // loadModel loads a model folder (weights, tokenizer, generation_config.json)
-// onto the CPU backend.
-func loadModel(ctx context.Context, dir string, threads int) (modelParts, error) {
+// onto dev, or the CPU backend with threads workers when dev is nil.
+func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend) (modelParts, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	m, err := model.Load(dir, cpu.New(threads))
+	if dev == nil {
+		dev = cpu.New(threads)
+	}
+	m, err := model.Load(dir, dev)
 	if err != nil {
 		return modelParts{}, err
 	}
@@ -134,7 +141,7 @@ func loadGenerationConfig(dir string) (genDefaults, error) {
 // reloadWeights loads the model folder again and swaps it in once the
 // running sequences finish; loaded adapters are reloaded onto it.
 func (e *Engine) reloadWeights(ctx context.Context) error {
-	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads)
+	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads, e.opts.Device)
 	if err != nil {
 		return fmt.Errorf("reload weights: %w", err)
 	}

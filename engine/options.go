@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/hone-rl/hone/kernels"
+)
 
 // Options configure the embedded engine. The yaml tags let hone's config embed
 // them (under engine_embedded:).
@@ -55,6 +59,13 @@ type Options struct {
 	DisableSleepMode bool `yaml:"disable_sleep_mode"`
 	// Threads is the CPU backend's worker count; 0 means all cores.
 	Threads int `yaml:"threads"`
+	// Backend names the compute backend hone serve opens for the engine:
+	// cpu (the default), cuda or auto (cmd/hone opens it, runs hone
+	// selftest on a GPU first, and passes it as Device).
+	Backend string `yaml:"backend"`
+	// Device is the opened backend the model loads onto; nil means the CPU
+	// backend with Threads workers. The engine does not close it.
+	Device kernels.Backend `yaml:"-"`
 	// Version is reported by /version.
 	Version string `yaml:"-"`
 }
@@ -62,6 +73,7 @@ type Options struct {
 // DefaultOptions returns the settings hone uses for its embedded engine.
 func DefaultOptions() Options {
 	return Options{
+		Backend:             "cpu",
 		MaxNumSeqs:          32,
 		MaxNumBatchedTokens: 512,
 		MaxLogprobs:         20,

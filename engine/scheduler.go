@@ -162,9 +162,13 @@ func (s *scheduler) trySwap() {
 	}
 	s.clearPrefixes()
 	s.lmMu.Lock()
+	old := s.lm
 	s.lm = s.swap.lm
 	s.lmMu.Unlock()
 	s.swap.after()
+	if f, ok := old.(interface{ Free() }); ok && old != s.lm {
+		f.Free() // no sequence holds its caches: the prefixes were cleared above
+	}
 	close(s.swap.done)
 	s.swap = nil
 }

@@ -323,6 +323,22 @@ func (m *Model) Params() []Param {
 	return out
 }
 
+// Free releases the model's weights and RoPE table on its backend (a GPU
+// model's memory); the model is unusable afterwards. Adapters are freed on
+// their own.
+func (m *Model) Free() {
+	for _, p := range m.Params() {
+		if p.Tensor != nil {
+			m.be.Free(p.Tensor)
+		}
+	}
+	if m.rope != nil {
+		m.be.FreeRoPETable(m.rope)
+		m.rope = nil
+	}
+	m.layers, m.embed, m.norm, m.lmHead = nil, nil, nil, nil
+}
+
 // Config returns the model's configuration (do not modify it).
 func (m *Model) Config() *Config { return m.cfg }
 

@@ -207,52 +207,65 @@ func (p *planOut) write(w io.Writer) {
 }
 
 // openTrainerBackend opens trainer.backend for hone serve --train and hone
-// train. cpu is the CPU backend, as always. cuda must be available (a hone
-// built with -tags cuda, a GPU) and pass kernels/selftest first: otherwise
-// training is refused, naming the failing ops. auto uses cuda when it is
-// available and passes the selftest, and falls back to cpu with a log line
-// when it is not.
+// train (openChecked).
 func openTrainerBackend(ctx context.Context, name string, log *slog.Logger) (backends.Opened, error) {
+	return openChecked(ctx, backendUse{key: "trainer.backend", verb: "train", doing: "training"}, name, log)
+}
+
+// openEngineBackend opens engine_embedded.backend for the embedded engine
+// (openChecked).
+func openEngineBackend(ctx context.Context, name string, log *slog.Logger) (backends.Opened, error) {
+	return openChecked(ctx, backendUse{key: "engine_embedded.backend", verb: "serve", doing: "serving"}, name, log)
+}
+
+// backendUse names what a backend is opened for, in messages.
+type backendUse struct{ key, verb, doing string }
+
+// openChecked opens a configured backend. cpu is the CPU backend, as
+// always. cuda must be available (a hone built with -tags cuda, a GPU) and
+// pass kernels/selftest first: otherwise it is refused, naming the failing
+// ops. auto uses cuda when it is available and passes the selftest, and
+// falls back to cpu with a log line when it is not.
+func openChecked(ctx context.Context, u backendUse, name string, log *slog.Logger) (backends.Opened, error) {
 	switch name {
 	case "", trainer.BackendCPU:
 		return openBackend(backends.CPU, "")
 	case trainer.BackendCUDA, trainer.BackendAuto:
 	default:
-		return backends.Opened{}, fmt.Errorf("trainer.backend %q: want cpu, cuda or auto", name)
+		return backends.Opened{}, fmt.Errorf("%s %q: want cpu, cuda or auto", u.key, name)
 	}
 	o, err := openBackend(name, "")
 	if err != nil {
 		if name == trainer.BackendCUDA {
-			return backends.Opened{}, fmt.Errorf("trainer.backend cuda: refusing to train: %w "+
-				"(set trainer.backend to cpu or auto to train on the CPU)", err)
+			return backends.Opened{}, fmt.Errorf("%s cuda: refusing to %s: %w "+
+				"(set %s to cpu or auto to %s on the CPU)", u.key, u.verb, err, u.key, u.verb)
 		}
-		return backends.Opened{}, fmt.Errorf("trainer.backend auto: %w", err)
+		return backends.Opened{}, fmt.Errorf("%s auto: %w", u.key, err)
 	}
 	if o.Fallback != "" {
-		log.Info("trainer.backend auto: training on cpu", "cuda_unavailable", o.Fallback)
+		log.Info(u.key+" auto: "+u.doing+" on cpu", "cuda_unavailable", o.Fallback)
 		return o, nil
 	}
 	if o.Name == backends.CPU {
 		return o, nil
 	}
-	log.Info("trainer backend: running hone selftest before training", "backend", o.Label())
+	log.Info(u.key+": running hone selftest before "+u.doing, "backend", o.Label())
 	rep := selftest.Run(ctx, o.Backend)
 	rep.Backend = o.Label()
 	if ctx.Err() != nil {
 		o.Close()
-		return backends.Opened{}, fmt.Errorf("trainer.backend %s: selftest interrupted: %w", name, ctx.Err())
+		return backends.Opened{}, fmt.Errorf("%s %s: selftest interrupted: %w", u.key, name, ctx.Err())
 	}
 	if err := rep.Err(); err != nil {
 		o.Close()
 		if name == trainer.BackendAuto {
 			// auto asks for the best backend that works.
-			log.Warn("trainer.backend auto: the GPU failed hone selftest, training on cpu", "failed", rep.Failed(), "err", err)
+			log.Warn(u.key+" auto: the GPU failed hone selftest, "+u.doing+" on cpu", "failed", rep.Failed(), "err", err)
 			return openBackend(backends.CPU, "")
 		}
-		return backends.Opened{}, fmt.Errorf("trainer.backend %s: refusing to train on %s: %w", name, o.Label(), err)
+		return backends.Opened{}, fmt.Errorf("%s %s: refusing to %s on %s: %w", u.key, name, u.verb, o.Label(), err)
 	}
-	log.Info("trainer backend: selftest passed", "backend", o.Label(), "checks", len(rep.Results),
-		"worst", worstRow(rep))
+	log.Info(u.key+": selftest passed", "backend", o.Label(), "checks", len(rep.Results), "worst", worstRow(rep))
 	return o, nil
 }
 

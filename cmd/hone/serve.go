@@ -16,6 +16,7 @@ import (
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/engine"
+	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -142,6 +143,7 @@ func continuityModel(c *config.Config) {
 type embedded struct {
 	e   *engine.Engine
 	srv *http.Server
+	be  backends.Opened
 }
 
 func (m *embedded) close() {
@@ -149,6 +151,7 @@ func (m *embedded) close() {
 	defer cancel()
 	_ = m.srv.Shutdown(ctx)
 	m.e.Close()
+	m.be.Close()
 }
 
 func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*embedded, error) {
@@ -161,13 +164,22 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 	if opts.ServedModelName == "" {
 		opts.ServedModelName = filepath.Base(dir)
 	}
+	be, err := openEngineBackend(ctx, opts.Backend, log)
+	if err != nil {
+		return nil, fmt.Errorf("embedded engine: %w", err)
+	}
+	if be.Name != backends.CPU {
+		opts.Device = be.Backend // the CPU backend is the engine's own, with opts.Threads
+	}
 	e, err := engine.New(ctx, opts)
 	if err != nil {
+		be.Close()
 		return nil, fmt.Errorf("embedded engine: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.Close()
+		be.Close()
 		return nil, fmt.Errorf("embedded engine: %w", err)
 	}
 	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -175,7 +187,7 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 	c.Proxy.Upstream.Engines = []proxy.EngineOptions{{URL: "http://" + ln.Addr().String(), Kind: "embedded"}}
 	c.Embedded = opts
 	log.Info("embedded engine", "model", dir, "served_model_name", e.ModelName(), "addr", ln.Addr().String())
-	return &embedded{e: e, srv: srv}, nil
+	return &embedded{e: e, srv: srv, be: be}, nil
 }
 
 // resolveModel picks the embedded engine's model: --model, else the shipped
