@@ -31,6 +31,9 @@ func TestTrainerBackend(t *testing.T) {
 			wantErr: `"emulated" is not one of cpu, cuda, auto`},
 		{name: "empty", env: []string{"HONE_TRAINER_BACKEND="}, wantErr: `trainer.backend: "" is not one of`},
 		{name: "misspelt variable", env: []string{"HONE_TRAINER_BACKND=cuda"}, wantErr: "did you mean HONE_TRAINER_BACKEND?"},
+		{name: "engine backend from env", env: []string{"HONE_ENGINE_EMBEDDED_BACKEND=cuda"}, want: "cpu"},
+		{name: "engine backend unknown", yaml: "engine_embedded:\n  backend: gpu\n",
+			wantErr: `engine_embedded.backend: "gpu" is not one of cpu, cuda, auto`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""

@@ -148,6 +148,9 @@ func (c *Config) Finish() error {
 		return fmt.Errorf("trainer.backend: %q is not one of cpu, cuda, auto (cuda needs hone built with -tags cuda and a GPU; "+
 			"auto uses cuda when both are there, else cpu)", c.Trainer.Backend)
 	}
+	if b := c.Embedded.Backend; b != "cpu" && b != "cuda" && b != "auto" {
+		return fmt.Errorf("engine_embedded.backend: %q is not one of cpu, cuda, auto", b)
+	}
 	if c.Trainer.Enabled {
 		if err := c.Trainer.Validate(); err != nil {
 			return fmt.Errorf("trainer: %w", err)
