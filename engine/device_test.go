@@ -86,3 +86,67 @@ func TestEngineOnEmulatedCUDA(t *testing.T) {
 		t.Log("the adapter changed nothing in 12 greedy tokens")
 	}
 }
+
+// TestEngineDeviceSampling: on a device backend the engine draws tokens
+// next to the logits (kernels.Sampler) when no host-only processor
+// applies: a seeded request draws the same text again, alone or batched
+// beside another, other seeds draw other text, and a request with a
+// repetition penalty goes through the downloaded logits instead.
+func TestEngineDeviceSampling(t *testing.T) {
+	dev, err := cuda.NewEmulated(cuda.VariantFast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	opts := DefaultOptions()
+	opts.ModelDir, opts.ServedModelName, opts.Device = tinyModelDir(t), "tiny", dev
+	e, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.Handler())
+	defer func() { srv.Close(); e.Close() }()
+	complete := func(seed int, extra map[string]any) string {
+		req := map[string]any{"model": "tiny", "prompt": "Ann has", "max_tokens": 16, "temperature": 1, "top_k": 20,
+			"top_p": 0.9, "seed": seed}
+		for k, v := range extra {
+			req[k] = v
+		}
+		st, body := post(t, srv.URL+"/v1/completions", req)
+		if st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+		var a struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &a); err != nil || len(a.Choices) != 1 {
+			t.Fatalf("%s", body)
+		}
+		return a.Choices[0].Text
+	}
+	first := complete(7, nil)
+	if again := complete(7, nil); again != first {
+		t.Errorf("seed 7 drew %q, then %q", first, again)
+	}
+	others := map[string]bool{}
+	for seed := 8; seed < 12; seed++ {
+		others[complete(seed, nil)] = true
+	}
+	if len(others) < 2 {
+		t.Errorf("four seeds drew %v", others)
+	}
+	done := make(chan string)
+	go func() { done <- complete(99, map[string]any{"max_tokens": 40}) }()
+	if batched := complete(7, nil); batched != first {
+		t.Errorf("seed 7 beside another request drew %q, alone %q", batched, first)
+	}
+	<-done
+	draws := e.sched.deviceDraws.Load()
+	if draws == 0 {
+		t.Fatal("no step drew on the device")
+	}
+	complete(7, map[string]any{"repetition_penalty": 1.3})
+	if e.sched.deviceDraws.Load() != draws {
+		t.Error("a request with a repetition penalty drew on the device")
+	}
+}

@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/hone-rl/hone/kernels"
+)
 
 // lm is the language model the scheduler drives. The production
 // implementation wraps model.Model (modelLM); tests may use their own.
@@ -16,6 +20,16 @@ type lm interface {
 	KVBytesPerToken() int
 	// LoadAdapter loads a PEFT LoRA adapter folder.
 	LoadAdapter(dir string) (lmAdapter, error)
+}
+
+// deviceSampler is an lm whose backend can draw tokens next to the logits
+// (kernels.Sampler on a device), so a decode step brings back a few numbers
+// per row instead of the logits.
+type deviceSampler interface {
+	DeviceSampling() bool
+	// ForwardSample is Forward with each step's next token drawn with its
+	// params (one per step), with the topN best raw log-probabilities.
+	ForwardSample(ctx context.Context, steps []lmStep, params []kernels.Sampling, topN int) (kernels.SampleOut, error)
 }
 
 // lmCache is one sequence's KV cache.

@@ -23,11 +23,11 @@ type modelLM struct {
 	vocab int
 }
 
-func (l *modelLM) VocabSize() int { return l.vocab }
+func (l *modelLM) VocabSize() int    { return l.vocab }
+func (l *modelLM) NewCache() lmCache { return l.m.NewCache() }
 
 // Free releases the model's weights (a reload replaced it).
-func (l *modelLM) Free()             { l.m.Free() }
-func (l *modelLM) NewCache() lmCache { return l.m.NewCache() }
+func (l *modelLM) Free() { l.m.Free() }
 
 func (l *modelLM) KVBytesPerToken() int {
 	c := l.m.Config()
@@ -42,7 +42,8 @@ func (l *modelLM) LoadAdapter(dir string) (lmAdapter, error) {
 	return a, nil
 }
 
-func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, error) {
+// modelSteps turns the scheduler's steps into the model's.
+func modelSteps(steps []lmStep) ([]model.Step, error) {
 	ms := make([]model.Step, len(steps))
 	for i, s := range steps {
 		c, ok := s.Cache.(*model.KVCache)
@@ -55,6 +56,33 @@ func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, err
 				return nil, fmt.Errorf("step %d: foreign adapter %T", i, s.Adapter)
 			}
 		}
+	}
+	return ms, nil
+}
+
+// DeviceSampling reports whether the model's backend draws tokens next to
+// the logits: a device backend (not the CPU, where the logits are already
+// in host memory) that is a kernels.Sampler.
+func (l *modelLM) DeviceSampling() bool {
+	be := l.m.Backend()
+	_, ok := be.(kernels.Sampler)
+	return ok && be.Name() != "cpu"
+}
+
+// ForwardSample is Forward with the tokens drawn on the device
+// (model.ForwardSample over the tokenizer's vocabulary).
+func (l *modelLM) ForwardSample(ctx context.Context, steps []lmStep, params []kernels.Sampling, topN int) (kernels.SampleOut, error) {
+	ms, err := modelSteps(steps)
+	if err != nil {
+		return kernels.SampleOut{}, err
+	}
+	return l.m.ForwardSample(ctx, ms, params, topN, l.vocab)
+}
+
+func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, error) {
+	ms, err := modelSteps(steps)
+	if err != nil {
+		return nil, err
 	}
 	out, err := l.m.Forward(ctx, ms)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/model/tokenizer"
 )
 
@@ -26,8 +27,9 @@ type scheduler struct {
 	maxSeqs        int
 	maxBatchTokens int
 	metrics        *metrics
-	prefixes       *prefixPool // nil: prefix caching off
-	kvBudget       int         // KV positions of running sequences; 0 = unbounded
+	prefixes       *prefixPool  // nil: prefix caching off
+	kvBudget       int          // KV positions of running sequences; 0 = unbounded
+	deviceDraws    atomic.Int64 // steps whose tokens were drawn on the device
 
 	submitCh chan *seq
 	clearCh  chan struct{} // asks the loop to drop cached prefixes
@@ -306,9 +308,25 @@ func (s *scheduler) step(ctx context.Context) {
 		rows[i] = len(steps)
 		steps = append(steps, lmStep{Tokens: q.pending[:chunks[i]], Cache: q.cache, Adapter: a})
 	}
-	logits, err := s.lm.Forward(ctx, steps)
-	if err == nil && len(logits) != len(steps) {
-		err = fmt.Errorf("forward returned %d rows for %d steps", len(logits), len(steps))
+	var logits [][]float32
+	var drawn *kernels.SampleOut
+	var topN int
+	params, ok := s.deviceParams(rows, chunks)
+	var err error
+	if ok {
+		var out kernels.SampleOut
+		topN = maxTopLogprobs(s.running, rows)
+		out, err = s.lm.(deviceSampler).ForwardSample(ctx, steps, params, topN)
+		drawn = &out
+		s.deviceDraws.Add(1)
+		if err == nil && len(out.Tokens) != len(steps) {
+			err = fmt.Errorf("forward sample returned %d rows for %d steps", len(out.Tokens), len(steps))
+		}
+	} else {
+		logits, err = s.lm.Forward(ctx, steps)
+		if err == nil && len(logits) != len(steps) {
+			err = fmt.Errorf("forward returned %d rows for %d steps", len(logits), len(steps))
+		}
 	}
 	if err != nil {
 		slog.Error("engine forward", "err", err, "batch", len(steps))
@@ -329,7 +347,13 @@ func (s *scheduler) step(ctx context.Context) {
 			run = append(run, q)
 			continue
 		}
-		if s.sampleNext(q, logits[rows[i]]) {
+		var done bool
+		if drawn != nil {
+			done = s.record(q, drawnToken(drawn, rows[i], topN, q.spec.Params))
+		} else {
+			done = s.sampleNext(q, logits[rows[i]])
+		}
+		if done {
 			s.keep(q)
 			continue
 		}
@@ -341,12 +365,80 @@ func (s *scheduler) step(ctx context.Context) {
 // sampleNext samples and records q's next token; it reports whether q
 // finished.
 func (s *scheduler) sampleNext(q *seq, logits []float32) bool {
-	id, lp, top := sample(logits, q.processed(logits), q.spec.Params, q.rng)
+	return s.record(q, sampled(sample(logits, q.processed(logits), q.spec.Params, q.rng)))
+}
+
+// sampled packs sample's results.
+func sampled(id int32, lp float32, top []tokenProb) tokenEvent {
+	return tokenEvent{ID: id, Logprob: lp, Top: top}
+}
+
+// record accepts q's next token; it reports whether q finished.
+func (s *scheduler) record(q *seq, ev tokenEvent) bool {
 	s.metrics.generated(1)
 	if q.ngen == 0 {
 		s.metrics.ttft.Observe(time.Since(q.start).Seconds())
 	}
-	return q.accept(s.tok, id, lp, top)
+	return q.accept(s.tok, ev.ID, ev.Logprob, ev.Top)
+}
+
+// deviceParams returns the step's kernels.Sampling rows when every
+// sequence that samples in it can draw on the device: the lm samples on a
+// device, and no logits processor, grammar, min_p or min_tokens applies
+// (those run on the host, over downloaded logits). A row's seed is drawn
+// from its sequence's generator (and unmixed from the row index the kernel
+// mixes in), so a seeded request draws the same tokens whatever its row.
+func (s *scheduler) deviceParams(rows, chunks []int) ([]kernels.Sampling, bool) {
+	ds, ok := s.lm.(deviceSampler)
+	if !ok || !ds.DeviceSampling() {
+		return nil, false
+	}
+	n := 0
+	for _, r := range rows {
+		n = max(n, r+1)
+	}
+	params := make([]kernels.Sampling, n)
+	for i, q := range s.running {
+		r := rows[i]
+		if r < 0 || len(q.pending) > chunks[i] { // not sampling in this step
+			continue
+		}
+		p := q.spec.Params
+		if p.Guide != nil || q.counts != nil || p.MinP > 0 || p.TopLogprobs > kernels.MaxSampleCandidates ||
+			(q.ngen < q.spec.MinTokens && len(q.spec.StopIDs) > 0) {
+			return nil, false
+		}
+		params[r] = kernels.Sampling{TopP: float32(p.TopP), TopK: int32(p.TopK),
+			Seed: q.rng.Uint64() ^ kernels.SplitMix64(uint64(r))}
+		if p.Temperature >= samplingEps {
+			params[r].Temperature = float32(p.Temperature)
+		}
+	}
+	return params, true
+}
+
+// maxTopLogprobs is the most top log-probabilities a sampling row asks for.
+func maxTopLogprobs(running []*seq, rows []int) int {
+	n := 0
+	for i, q := range running {
+		if rows[i] >= 0 {
+			n = max(n, q.spec.Params.TopLogprobs)
+		}
+	}
+	return n
+}
+
+// drawnToken is row r's token from a device draw, with its log-probability
+// and top alternatives when p asks for them.
+func drawnToken(out *kernels.SampleOut, r, topN int, p samplingParams) tokenEvent {
+	ev := tokenEvent{ID: out.Tokens[r]}
+	if p.Logprobs || p.TopLogprobs > 0 {
+		ev.Logprob = out.Logp[r]
+	}
+	for c := 0; c < p.TopLogprobs; c++ {
+		ev.Top = append(ev.Top, tokenProb{ID: out.TopIDs[r*topN+c], Logprob: out.TopLogp[r*topN+c]})
+	}
+	return ev
 }
 
 // finish ends a sequence that did not complete normally.

@@ -115,9 +115,71 @@ func (m *Model) Logits(ctx context.Context, tokens []int32, a *Adapter) ([][]flo
 	return out, nil
 }
 
+// ForwardSample is Forward with the next token of each step drawn next to
+// the logits by be's kernels.Sampler (params has one entry per step; the
+// first vocab logits of each row are sampled, vocab <= the model's): only
+// rows*(2+2*topN) numbers reach the host instead of the logits.
+func (m *Model) ForwardSample(ctx context.Context, steps []Step, params []kernels.Sampling, topN, vocab int) (kernels.SampleOut, error) {
+	sm, ok := m.be.(kernels.Sampler)
+	switch {
+	case !ok:
+		return kernels.SampleOut{}, fmt.Errorf("forward sample: backend %s does not sample", m.be.Name())
+	case len(params) != len(steps) || vocab <= 0 || vocab > m.cfg.VocabSize:
+		return kernels.SampleOut{}, fmt.Errorf("forward sample: %d parameter rows for %d steps, vocabulary %d of %d",
+			len(params), len(steps), vocab, m.cfg.VocabSize)
+	case len(steps) == 0:
+		return kernels.SampleOut{}, nil
+	}
+	b, err := m.newBatch(steps)
+	if err != nil {
+		return kernels.SampleOut{}, fmt.Errorf("forward sample: %w", err)
+	}
+	last := make([]int32, len(b.segs))
+	for i, s := range b.segs {
+		last[i] = int32(s.off + s.n - 1)
+	}
+	logits, err := m.runLogits(ctx, b, last)
+	if err != nil {
+		return kernels.SampleOut{}, fmt.Errorf("forward sample: %w", err)
+	}
+	defer m.be.Free(logits)
+	if vocab < m.cfg.VocabSize { // the tokenizer's ids only: rows packed to vocab columns
+		packed := m.be.New(len(last), vocab)
+		defer m.be.Free(packed)
+		for r := range last {
+			m.be.Copy(m.be.View(packed, r*vocab, vocab), m.be.View(logits, r*m.cfg.VocabSize, vocab))
+		}
+		logits = packed
+	}
+	out := sm.Sample(logits, params, topN)
+	if err := m.be.Err(); err != nil {
+		return kernels.SampleOut{}, fmt.Errorf("forward sample: %w", err)
+	}
+	return out, nil
+}
+
 // run executes the layers over the batch, appends to the caches, and returns
 // the logits of the requested rows.
 func (m *Model) run(ctx context.Context, b *batch, rows []int32) ([][]float32, error) {
+	logits, err := m.runLogits(ctx, b, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer m.be.Free(logits)
+	v := m.cfg.VocabSize
+	host := make([]float32, logits.Len())
+	m.be.Download(host, logits)
+	out := make([][]float32, len(rows))
+	for i := range out {
+		out[i] = host[i*v : (i+1)*v : (i+1)*v]
+	}
+	return out, nil
+}
+
+// runLogits executes the layers over the batch, appends to the caches, and
+// returns the device logits [len(rows), vocabulary] of the requested rows
+// (the caller frees them).
+func (m *Model) runLogits(ctx context.Context, b *batch, rows []int32) (kernels.Tensor, error) {
 	for _, s := range b.segs {
 		s.cache.reserve(s.past + s.n)
 	}
@@ -142,17 +204,11 @@ func (m *Model) run(ctx context.Context, b *batch, rows []int32) ([][]float32, e
 	hn := be.New(len(rows), cfg.HiddenSize)
 	logits := be.New(len(rows), cfg.VocabSize)
 	drows := be.UploadIndex(rows)
-	defer func() { be.Free(h); be.Free(hn); be.Free(logits); be.FreeIndex(drows) }()
+	defer func() { be.Free(h); be.Free(hn); be.FreeIndex(drows) }()
 	be.Embedding(h, x, drows)
 	be.RMSNorm(hn, h, m.norm, float32(cfg.RMSNormEps))
 	be.MatMul(logits, hn, m.lmHead, false, true, 1, 0)
-	host := make([]float32, logits.Len())
-	be.Download(host, logits)
-	out := make([][]float32, len(rows))
-	for i := range out {
-		out[i] = host[i*cfg.VocabSize : (i+1)*cfg.VocabSize : (i+1)*cfg.VocabSize]
-	}
-	return out, nil
+	return logits, nil
 }
 
 // scratch holds a forward pass's activations, sized for t rows.
