@@ -34,16 +34,7 @@ func (b *Backend) Sample(logits kernels.Tensor, params []kernels.Sampling, topN 
 }
 
 func sampleRow(x []float32, p kernels.Sampling, row, topN int, out *kernels.SampleOut) {
-	vocab := len(x)
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = math.Max(m, float64(v))
-	}
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - m)
-	}
-	lse := m + math.Log(s)
+	vocab, lse := len(x), logSumExp(x)
 	topK := int(p.TopK)
 	if topK >= vocab {
 		topK = 0
@@ -59,6 +50,7 @@ func sampleRow(x []float32, p kernels.Sampling, row, topN int, out *kernels.Samp
 		k = max(topN, 1)
 	}
 	cand := topCandidates(x, k)
+	m := float64(x[cand[0]]) // the row's largest logit
 	e := func(v float32) float64 { return math.Exp((float64(v) - m) / float64(p.Temperature)) }
 	u01 := kernels.SampleUniform(p.Seed, row)
 	chosen := cand[0]
