@@ -21,12 +21,47 @@
 //     gradients (dx, dq, ...) are overwritten unless documented otherwise.
 package kernels
 
-// Tensor is a handle to device-resident float32 storage with a shape.
+import "fmt"
+
+// DType is a tensor's storage type.
+type DType uint8
+
+// Storage types: float32 (the default, and what every operation computes
+// in) and bfloat16 (the upper half of a float32, rounded to nearest even),
+// which only MatMul's A and B, Embedding's table and TokenLogProbs' w (with
+// its backward's w) accept; the result and its accumulation stay float32.
+const (
+	F32 DType = iota
+	BF16
+)
+
+// String names the type ("f32", "bf16").
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case BF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Size is the bytes per element.
+func (d DType) Size() int {
+	if d == BF16 {
+		return 2
+	}
+	return 4
+}
+
+// Tensor is a handle to device-resident storage with a shape.
 type Tensor interface {
 	// Shape returns the dimensions (do not modify the slice).
 	Shape() []int
 	// Len is the number of elements, the product of Shape.
 	Len() int
+	// DType is the storage type.
+	DType() DType
 }
 
 // Index is device-resident int32 data (token ids, positions, targets) made
@@ -95,14 +130,21 @@ type Backend interface {
 	// hold no storage: free them and make them again.
 	ClearErr()
 
-	// New allocates a zero-filled tensor.
+	// New allocates a zero-filled float32 tensor.
 	New(shape ...int) Tensor
-	// Upload copies host data (len == product of shape) into a new tensor.
+	// NewT allocates a zero-filled tensor of type dt.
+	NewT(dt DType, shape ...int) Tensor
+	// Upload copies host data (len == product of shape) into a new float32
+	// tensor.
 	Upload(data []float32, shape ...int) Tensor
-	// Download copies t into dst (len(dst) == t.Len()).
+	// UploadT copies host data into a new tensor of type dt, rounding to
+	// nearest even for BF16.
+	UploadT(dt DType, data []float32, shape ...int) Tensor
+	// Download copies t into dst (len(dst) == t.Len()), widening bf16.
 	Download(dst []float32, t Tensor)
 	// View returns a tensor sharing t's storage: elements
-	// [offset, offset+prod(shape)) of t reinterpreted with shape.
+	// [offset, offset+prod(shape)) of t reinterpreted with shape (same
+	// type).
 	View(t Tensor, offset int, shape ...int) Tensor
 	// Free releases t's storage (views of it become invalid). Freeing a view
 	// is a no-op.
@@ -126,7 +168,8 @@ type Backend interface {
 	FreeRoPETable(rt RoPETable)
 
 	// MatMul computes C = alpha*op(A)*op(B) + beta*C where op transposes when
-	// asked. Rank-2 operands are [M,K]x[K,N]->[M,N] (before transposition).
+	// asked. A and B may be BF16 (either or both; C is float32, and so is
+	// the accumulation). Rank-2 operands are [M,K]x[K,N]->[M,N] (before transposition).
 	// Rank-3 operands are batched: A is [B,·,·], C is [B,M,N], and B is
 	// either [B,·,·] or rank 2 (shared across the batch). With beta == 0, C
 	// is overwritten even if it held NaN.
@@ -182,7 +225,8 @@ type Backend interface {
 	// SwiGLUBackward sets dgate and dup from dout.
 	SwiGLUBackward(dgate, dup, dout, gate, up Tensor)
 
-	// Embedding sets out[i,:] = table[ids[i],:] (also a row gather).
+	// Embedding sets out[i,:] = table[ids[i],:] (also a row gather); table
+	// may be BF16.
 	Embedding(out, table Tensor, ids Index)
 	// EmbeddingBackward accumulates dtable[ids[i],:] += dout[i,:].
 	EmbeddingBackward(dtable, dout Tensor, ids Index)
@@ -197,6 +241,7 @@ type Backend interface {
 
 	// TokenLogProbs is LogProbs of logits = h * w^T (h [T,H], w [V,H])
 	// computed in chunks over the vocabulary so the [T,V] logits never exist.
+	// w may be BF16 (here and in the backward, whose dw stays float32).
 	// It also stores each row's log-sum-exp in lse [T] for the backward.
 	TokenLogProbs(logp, lse, h, w Tensor, targets Index)
 	// TokenLogProbsBackward sets dh and accumulates dw (nil skips it) given

@@ -8,6 +8,7 @@ import (
 type shaped []int
 
 func (s shaped) Shape() []int { return s }
+func (s shaped) DType() DType { return F32 }
 func (s shaped) Len() int {
 	n := 1
 	for _, d := range s {

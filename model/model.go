@@ -349,3 +349,40 @@ func (m *Model) attn(past int) kernels.Attn {
 	return kernels.Attn{Heads: m.cfg.NumHeads, KVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, Past: past,
 		Scale: float32(1 / math.Sqrt(float64(m.cfg.HeadDim)))}
 }
+
+// SetWeightDType stores the base matrices (the embedding, the LM head and
+// every layer's projections) as dt, converting those of another type:
+// kernels.BF16 halves their memory, computation stays float32 (the backend
+// widens on load). Norms and biases stay float32. A bf16 model serves
+// Forward and LoRA training (ForwardTrain and Backward with adapter
+// gradients), not full fine-tuning, whose optimiser updates the weights in
+// float32.
+func (m *Model) SetWeightDType(dt kernels.DType) error {
+	be := m.be
+	conv := func(t kernels.Tensor) kernels.Tensor {
+		if t == nil || t.DType() == dt {
+			return t
+		}
+		h := make([]float32, t.Len())
+		be.Download(h, t)
+		u := be.UploadT(dt, h, t.Shape()...)
+		be.Free(t)
+		return u
+	}
+	tied := m.lmHead == m.embed
+	m.embed = conv(m.embed)
+	if tied {
+		m.lmHead = m.embed
+	} else {
+		m.lmHead = conv(m.lmHead)
+	}
+	for l := range m.layers {
+		for mod := range m.layers[l].w {
+			m.layers[l].w[mod] = conv(m.layers[l].w[mod])
+		}
+	}
+	if err := be.Err(); err != nil {
+		return fmt.Errorf("set weight dtype %v: %w", dt, err)
+	}
+	return nil
+}

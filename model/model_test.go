@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/cpu"
 )
 
@@ -366,5 +367,65 @@ func TestLoadRejectsUnexpectedTensors(t *testing.T) {
 	}
 	if _, err := Load(dir, cpu.New(1)); err == nil || !strings.Contains(err.Error(), "up_proj.bias") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestBF16Weights: with the base matrices in bf16 the model decodes as it
+// prefills (the KV cache path), its logits stay close to the float32
+// model's (the storage rounding, 2^-8 relative per weight, not more), the
+// embedding stays tied, and Save writes the rounded weights as float32.
+func TestBF16Weights(t *testing.T) {
+	ctx := context.Background()
+	for _, arch := range []string{ArchQwen3, ArchLlama} {
+		t.Run(arch, func(t *testing.T) {
+			m := newTestModel(t, arch)
+			rng := rand.New(rand.NewPCG(3, 3))
+			toks := randTokens(rng, 12, m.cfg.VocabSize)
+			f32, err := m.Logits(ctx, toks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.SetWeightDType(kernels.BF16); err != nil {
+				t.Fatal(err)
+			}
+			if m.embed.DType() != kernels.BF16 || m.layers[1].w[ModDown].DType() != kernels.BF16 || m.norm.DType() != kernels.F32 {
+				t.Fatalf("dtypes: embed %v down %v norm %v", m.embed.DType(), m.layers[1].w[ModDown].DType(), m.norm.DType())
+			}
+			if m.cfg.TieWordEmbeddings != (m.lmHead == m.embed) {
+				t.Fatalf("tied embeddings untied")
+			}
+			full, err := m.Logits(ctx, toks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range full {
+				closeRows(t, "bf16 against float32 weights", full[i], f32[i], 3e-2)
+			}
+			c := m.NewCache()
+			got, err := m.Forward(ctx, []Step{{Tokens: toks[:5], Cache: c}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeRows(t, "bf16 prefill", got[0], full[4], 1e-5)
+			for i := 5; i < len(toks); i++ {
+				if got, err = m.Forward(ctx, []Step{{Tokens: toks[i : i+1], Cache: c}}); err != nil {
+					t.Fatal(err)
+				}
+				closeRows(t, "bf16 decode", got[0], full[i], 1e-5)
+			}
+			dir := t.TempDir()
+			if err := m.Save(dir); err != nil {
+				t.Fatal(err)
+			}
+			back, err := Load(dir, m.be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := back.Logits(ctx, toks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeRows(t, "saved bf16 weights, loaded as float32", again[len(toks)-1], full[len(toks)-1], 1e-5)
+		})
 	}
 }

@@ -66,6 +66,7 @@ func Groups(be kernels.Backend) []Group {
 		{"TokenLogProbs", s.tokenLogProbs},
 		{"AdamW", s.adamw},
 		{"Sample", s.sample},
+		{"BF16", s.bf16},
 	}
 	for i := range gs {
 		name, fn := gs[i].Name, gs[i].Run

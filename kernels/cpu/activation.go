@@ -37,12 +37,16 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Tensor) {
 
 // Embedding implements kernels.Backend.
 func (be *Backend) Embedding(out, table kernels.Tensor, ix kernels.Index) {
-	o, tb, ids := data(out), data(table), ints(ix)
+	o, tb, ids := data(out), cpuTensor(table), ints(ix)
 	vocab, width := kernels.Rows(table)
 	mustLen("embedding out", len(o), len(ids)*width)
 	checkIDs("embedding", ix, vocab)
 	for i, id := range ids {
-		copy(o[i*width:(i+1)*width], tb[int(id)*width:(int(id)+1)*width])
+		if tb.dt == kernels.BF16 {
+			widenInto(o[i*width:(i+1)*width], tb.half[int(id)*width:(int(id)+1)*width])
+		} else {
+			copy(o[i*width:(i+1)*width], tb.data[int(id)*width:(int(id)+1)*width])
+		}
 	}
 }
 

@@ -14,15 +14,24 @@ import (
 	"github.com/hone-rl/hone/kernels"
 )
 
-// tensor is host memory with a shape.
+// tensor is host memory with a shape: float32 in data, or bf16 in half
+// (widened on load).
 type tensor struct {
 	data  []float32
+	half  []uint16
+	dt    kernels.DType
 	shape []int
 	view  bool
 }
 
 func (t *tensor) Shape() []int { return t.shape }
-func (t *tensor) Len() int     { return len(t.data) }
+func (t *tensor) Len() int {
+	if t.dt == kernels.BF16 {
+		return len(t.half)
+	}
+	return len(t.data)
+}
+func (t *tensor) DType() kernels.DType { return t.dt }
 
 // Backend is the CPU backend. The zero value is not usable; call New.
 type Backend struct {
@@ -68,55 +77,141 @@ func numel(shape []int) int {
 
 func cloneShape(shape []int) []int { return append([]int(nil), shape...) }
 
-// data returns t's storage, panicking on a foreign tensor.
-func data(t kernels.Tensor) []float32 {
+// cpuTensor returns t as a cpu tensor, panicking on a foreign one.
+func cpuTensor(t kernels.Tensor) *tensor {
 	ct, ok := t.(*tensor)
 	if !ok {
 		panic(fmt.Sprintf("kernels/cpu: tensor of type %T is not a cpu tensor", t))
 	}
+	return ct
+}
+
+// data returns t's float32 storage, panicking on a foreign or bf16 tensor.
+func data(t kernels.Tensor) []float32 {
+	ct := cpuTensor(t)
+	if ct.dt != kernels.F32 {
+		panic(fmt.Sprintf("kernels/cpu: a %v tensor %v where float32 is expected", ct.dt, ct.shape))
+	}
 	return ct.data
 }
 
+// widened returns t's values as float32: its storage, or for bf16 a new
+// widened copy.
+func widened(t kernels.Tensor) []float32 {
+	ct := cpuTensor(t)
+	if ct.dt == kernels.F32 {
+		return ct.data
+	}
+	return widenInto(make([]float32, len(ct.half)), ct.half)
+}
+
+// widenInto sets dst[i] = src[i] widened and returns dst.
+func widenInto(dst []float32, src []uint16) []float32 {
+	for i, h := range src {
+		dst[i] = kernels.FromBF16(h)
+	}
+	return dst
+}
+
+// rowsOf returns rows [r0, r0+n) of width w of t as float32: a slice of t's
+// storage, or for bf16 those rows widened into scratch (grown as needed).
+func rowsOf(t kernels.Tensor, r0, n, w int, scratch *[]float32) []float32 {
+	ct := cpuTensor(t)
+	if ct.dt == kernels.F32 {
+		return ct.data[r0*w : (r0+n)*w]
+	}
+	if cap(*scratch) < n*w {
+		*scratch = make([]float32, n*w)
+	}
+	return widenInto((*scratch)[:n*w], ct.half[r0*w:(r0+n)*w])
+}
+
+func checkDType(dt kernels.DType) {
+	if dt != kernels.F32 && dt != kernels.BF16 {
+		panic(fmt.Sprintf("kernels/cpu: unknown dtype %v", dt))
+	}
+}
+
 // New implements kernels.Backend.
-func (b *Backend) New(shape ...int) kernels.Tensor {
-	return &tensor{data: make([]float32, numel(shape)), shape: cloneShape(shape)}
+func (b *Backend) New(shape ...int) kernels.Tensor { return b.NewT(kernels.F32, shape...) }
+
+// NewT implements kernels.Backend.
+func (b *Backend) NewT(dt kernels.DType, shape ...int) kernels.Tensor {
+	checkDType(dt)
+	t := &tensor{dt: dt, shape: cloneShape(shape)}
+	if dt == kernels.BF16 {
+		t.half = make([]uint16, numel(shape))
+	} else {
+		t.data = make([]float32, numel(shape))
+	}
+	return t
 }
 
 // Upload implements kernels.Backend.
 func (b *Backend) Upload(src []float32, shape ...int) kernels.Tensor {
+	return b.UploadT(kernels.F32, src, shape...)
+}
+
+// UploadT implements kernels.Backend: bf16 is rounded to nearest even.
+func (b *Backend) UploadT(dt kernels.DType, src []float32, shape ...int) kernels.Tensor {
+	checkDType(dt)
 	if numel(shape) != len(src) {
 		panic(fmt.Sprintf("kernels/cpu: upload of %d values as %v", len(src), shape))
 	}
-	return &tensor{data: append([]float32(nil), src...), shape: cloneShape(shape)}
+	t := &tensor{dt: dt, shape: cloneShape(shape)}
+	if dt == kernels.BF16 {
+		t.half = make([]uint16, len(src))
+		for i, v := range src {
+			t.half[i] = kernels.ToBF16(v)
+		}
+	} else {
+		t.data = append([]float32(nil), src...)
+	}
+	return t
 }
 
 // Download implements kernels.Backend.
 func (b *Backend) Download(dst []float32, t kernels.Tensor) {
-	src := data(t)
-	mustLen("download", len(dst), len(src))
-	copy(dst, src)
+	ct := cpuTensor(t)
+	mustLen("download", len(dst), ct.Len())
+	if ct.dt == kernels.BF16 {
+		widenInto(dst, ct.half)
+		return
+	}
+	copy(dst, ct.data)
 }
 
 // View implements kernels.Backend.
 func (b *Backend) View(t kernels.Tensor, offset int, shape ...int) kernels.Tensor {
-	src := data(t)
+	src := cpuTensor(t)
 	n := numel(shape)
-	if offset < 0 || offset+n > len(src) {
-		panic(fmt.Sprintf("kernels/cpu: view [%d,%d) of %d elements", offset, offset+n, len(src)))
+	if offset < 0 || offset+n > src.Len() {
+		panic(fmt.Sprintf("kernels/cpu: view [%d,%d) of %d elements", offset, offset+n, src.Len()))
 	}
-	return &tensor{data: src[offset : offset+n : offset+n], shape: cloneShape(shape), view: true}
+	v := &tensor{dt: src.dt, shape: cloneShape(shape), view: true}
+	if src.dt == kernels.BF16 {
+		v.half = src.half[offset : offset+n : offset+n]
+	} else {
+		v.data = src.data[offset : offset+n : offset+n]
+	}
+	return v
 }
 
 // Free implements kernels.Backend. CPU memory is garbage collected; Free drops
 // the reference so later use fails loudly.
 func (b *Backend) Free(t kernels.Tensor) {
 	if ct, ok := t.(*tensor); ok && !ct.view {
-		ct.data = nil
+		ct.data, ct.half = nil, nil
 	}
 }
 
-// Copy implements kernels.Backend.
+// Copy implements kernels.Backend (bf16 to bf16 copies the bits).
 func (b *Backend) Copy(dst, src kernels.Tensor) {
+	if d, s := cpuTensor(dst), cpuTensor(src); d.dt == kernels.BF16 && s.dt == kernels.BF16 {
+		mustLen("copy", len(d.half), len(s.half))
+		copy(d.half, s.half)
+		return
+	}
 	d, s := data(dst), data(src)
 	mustLen("copy", len(d), len(s))
 	copy(d, s)

@@ -92,7 +92,8 @@ func vocabChunk(t, vocab int) int {
 // TokenLogProbs implements kernels.Backend with an online log-sum-exp over
 // vocabulary chunks.
 func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Index) {
-	lp, ls, hd, wd := data(logp), data(lse), data(h), data(w)
+	lp, ls, hd := data(logp), data(lse), data(h)
+	var wbuf []float32 // a bf16 w's chunk, widened
 	t, hid := kernels.Rows(h)
 	vocab, wh := kernels.Rows(w)
 	if wh != hid {
@@ -111,7 +112,7 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Inde
 	for v0 := 0; v0 < vocab; v0 += cv {
 		nv := min(cv, vocab-v0)
 		chunk := scratch[:t*nv]
-		be.gemmFast(gemm{m: t, n: nv, k: hid, a: hd, b: wd[v0*hid : (v0+nv)*hid], c: chunk, transB: true, alpha: 1})
+		be.gemmFast(gemm{m: t, n: nv, k: hid, a: hd, b: rowsOf(w, v0, nv, hid, &wbuf), c: chunk, transB: true, alpha: 1})
 		for i := 0; i < t; i++ {
 			row := chunk[i*nv : (i+1)*nv]
 			m := mx[i]
@@ -138,7 +139,8 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Inde
 // TokenLogProbsBackward implements kernels.Backend: per vocabulary chunk,
 // G = dlogp*(onehot - softmax), dh += G*W_chunk and dW_chunk += G^T*h.
 func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, ix kernels.Index, dlogp kernels.Tensor) {
-	dhd, hd, wd, ls, dp := data(dh), data(h), data(w), data(lse), data(dlogp)
+	dhd, hd, ls, dp := data(dh), data(h), data(lse), data(dlogp)
+	var wbuf []float32 // a bf16 w's chunk, widened
 	t, hid := kernels.Rows(h)
 	vocab, _ := kernels.Rows(w)
 	mustLen("token logprobs backward dh", len(dhd), len(hd))
@@ -147,14 +149,14 @@ func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, ix ke
 	var dwd []float32
 	if dw != nil {
 		dwd = data(dw)
-		mustLen("token logprobs backward dw", len(dwd), len(wd))
+		mustLen("token logprobs backward dw", len(dwd), w.Len())
 	}
 	clear(dhd)
 	cv := vocabChunk(t, vocab)
 	scratch := make([]float32, t*cv)
 	for v0 := 0; v0 < vocab; v0 += cv {
 		nv := min(cv, vocab-v0)
-		chunk, wc := scratch[:t*nv], wd[v0*hid:(v0+nv)*hid]
+		chunk, wc := scratch[:t*nv], rowsOf(w, v0, nv, hid, &wbuf)
 		be.gemmFast(gemm{m: t, n: nv, k: hid, a: hd, b: wc, c: chunk, transB: true, alpha: 1})
 		for i := 0; i < t; i++ {
 			row := chunk[i*nv : (i+1)*nv]

@@ -25,7 +25,7 @@ func planMatMul(c, a, b kernels.Tensor, transA, transB bool, alpha, beta float32
 	d, err := kernels.MatMulShape(c, a, b, transA, transB)
 	must(err)
 	batch, m, n, ka, bBatched := d.Batch, d.M, d.N, d.K, d.BBatched
-	ad, bd, cd := data(a), data(b), data(c)
+	ad, bd, cd := widened(a), widened(b), data(c) // bf16 A or B: widened once per call
 	out := make([]gemm, batch)
 	for i := range out {
 		bOff := 0

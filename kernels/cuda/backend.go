@@ -46,11 +46,22 @@ type tensor struct {
 	// failed marks a tensor made while an error was recorded: it has no
 	// storage.
 	failed bool
-	bf16   bool // bfloat16 storage (bf16.go); no kernels.Backend operation takes it yet
+	bf16   bool // bfloat16 storage (bf16.go): 2 bytes per element
 }
 
 func (t *tensor) Shape() []int { return t.shape }
 func (t *tensor) Len() int     { return t.n }
+
+// DType implements kernels.Tensor.
+func (t *tensor) DType() kernels.DType {
+	if t.bf16 {
+		return kernels.BF16
+	}
+	return kernels.F32
+}
+
+// size is the bytes per element.
+func (t *tensor) size() int { return t.DType().Size() }
 
 func newBackend(name string, device int, variant string) (*Backend, error) {
 	v := C.int(C.hone_variant_readable)
@@ -189,18 +200,42 @@ func must(err error) {
 
 func mustLen(op string, got, want int) { must(kernels.CheckLen(op, got, want)) }
 
+func checkDType(dt kernels.DType) {
+	if dt != kernels.F32 && dt != kernels.BF16 {
+		panic(fmt.Sprintf("kernels/cuda: unknown dtype %v", dt))
+	}
+}
+
 // New implements kernels.Backend.
-func (b *Backend) New(shape ...int) kernels.Tensor {
+func (b *Backend) New(shape ...int) kernels.Tensor { return b.NewT(kernels.F32, shape...) }
+
+// NewT implements kernels.Backend.
+func (b *Backend) NewT(dt kernels.DType, shape ...int) kernels.Tensor {
+	checkDType(dt)
 	n := numel(shape)
-	t := &tensor{shape: append([]int(nil), shape...), n: n}
+	t := &tensor{shape: append([]int(nil), shape...), n: n, bf16: dt == kernels.BF16}
+	bytes := C.size_t(dt.Size() * n)
 	b.call("new", func(c *C.hone_ctx) C.int {
-		if rc := C.hone_malloc(c, &t.ptr, C.size_t(4*n)); rc != 0 {
+		if rc := C.hone_malloc(c, &t.ptr, bytes); rc != 0 {
 			return rc
 		}
-		return C.hone_zero(c, t.ptr, C.size_t(4*n))
+		return C.hone_zero(c, t.ptr, bytes)
 	})
 	t.failed = t.ptr == nil && n > 0
 	return t
+}
+
+// UploadT implements kernels.Backend: bf16 is rounded to nearest even on
+// the device.
+func (b *Backend) UploadT(dt kernels.DType, src []float32, shape ...int) kernels.Tensor {
+	checkDType(dt)
+	if dt == kernels.BF16 {
+		if numel(shape) != len(src) {
+			panic(fmt.Sprintf("kernels/cuda: upload of %d values as %v", len(src), shape))
+		}
+		return b.uploadBF16(src, shape...)
+	}
+	return b.Upload(src, shape...)
 }
 
 // Upload implements kernels.Backend.
@@ -219,11 +254,17 @@ func (b *Backend) Upload(src []float32, shape ...int) kernels.Tensor {
 	return t
 }
 
-// Download implements kernels.Backend.
+// Download implements kernels.Backend (bf16: the bits, widened on the host).
 func (b *Backend) Download(dst []float32, t kernels.Tensor) {
 	d := host(t)
 	mustLen("download", len(dst), d.n)
 	if d.n == 0 {
+		return
+	}
+	if d.bf16 {
+		for i, h := range b.bf16Bits(d) {
+			dst[i] = kernels.FromBF16(h)
+		}
 		return
 	}
 	b.call("download", func(c *C.hone_ctx) C.int {
@@ -239,9 +280,10 @@ func (b *Backend) View(t kernels.Tensor, offset int, shape ...int) kernels.Tenso
 		panic(fmt.Sprintf("kernels/cuda: view [%d,%d) of %d elements", offset, offset+n, d.n))
 	}
 	if d.failed {
-		return &tensor{shape: append([]int(nil), shape...), n: n, view: true, failed: true}
+		return &tensor{shape: append([]int(nil), shape...), n: n, view: true, failed: true, bf16: d.bf16}
 	}
-	return &tensor{ptr: unsafe.Add(dev(d).ptr, 4*offset), shape: append([]int(nil), shape...), n: n, view: true}
+	return &tensor{ptr: unsafe.Add(dev(d).ptr, d.size()*offset), shape: append([]int(nil), shape...), n: n, view: true,
+		bf16: d.bf16}
 }
 
 // Free implements kernels.Backend.
@@ -257,11 +299,17 @@ func (b *Backend) Free(t kernels.Tensor) {
 	}
 }
 
-// Copy implements kernels.Backend.
+// Copy implements kernels.Backend (same types only: bf16 to bf16 copies the
+// bits).
 func (b *Backend) Copy(dst, src kernels.Tensor) {
 	d, s := host(dst), host(src)
 	mustLen("copy", s.n, d.n)
-	b.call("copy", func(c *C.hone_ctx) C.int { return C.hone_copy(c, dev(d).ptr, dev(s).ptr, C.size_t(4*d.n)) })
+	if d.bf16 != s.bf16 {
+		panic(fmt.Sprintf("kernels/cuda: copy of a %v tensor into a %v one", s.DType(), d.DType()))
+	}
+	b.call("copy", func(c *C.hone_ctx) C.int {
+		return C.hone_copy(c, dev(d).ptr, dev(s).ptr, C.size_t(d.size()*d.n))
+	})
 }
 
 // Fill implements kernels.Backend.

@@ -14,8 +14,8 @@ import (
 	"github.com/hone-rl/hone/kernels"
 )
 
-// bf16 storage, ahead of the dtype-aware interface (DESIGN.md): tensors the
-// tests make directly, the device conversion, and the bf16-input GEMM.
+// bf16 storage (kernels.BF16): upload with rounding on the device, raw
+// bits, widening, and MatMul with bf16 operands.
 
 // uploadBF16 uploads src and rounds it to bf16 on the device.
 func (b *Backend) uploadBF16(src []float32, shape ...int) *tensor {
@@ -26,8 +26,9 @@ func (b *Backend) uploadBF16(src []float32, shape ...int) *tensor {
 		if rc := C.hone_malloc(c, &t.ptr, C.size_t(2*len(src))); rc != 0 {
 			return rc
 		}
-		return C.hone_f32_to_bf16(c, (*C.uint16_t)(t.ptr), (*C.float)(f.ptr), C.long(len(src)))
+		return C.hone_f32_to_bf16(c, (*C.uint16_t)(t.ptr), (*C.float)(dev(f).ptr), C.long(len(src)))
 	})
+	t.failed = t.ptr == nil && len(src) > 0
 	return t
 }
 
@@ -52,6 +53,22 @@ func (b *Backend) widenBF16(t *tensor) kernels.Tensor {
 		return C.hone_bf16_to_f32(c, fp(out), (*C.uint16_t)(t.ptr), C.long(t.n))
 	})
 	return out
+}
+
+// bfp returns a bf16 tensor's device pointer (inside call, as fp).
+func bfp(t kernels.Tensor) *C.uint16_t {
+	d := dev(t)
+	if !d.bf16 {
+		panic("kernels/cuda: a float32 tensor where bf16 is expected")
+	}
+	return (*C.uint16_t)(d.ptr)
+}
+
+// anyp returns a tensor's device pointer of either type and whether it is
+// bf16 (inside call).
+func anyp(t kernels.Tensor) (unsafe.Pointer, C.int) {
+	d := dev(t)
+	return d.ptr, cbool(d.bf16)
 }
 
 // matMulBF16 is MatMul with bf16 A and B, float32 C, float32 accumulation.

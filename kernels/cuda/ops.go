@@ -39,7 +39,23 @@ func planMatMul(c, a, bm kernels.Tensor, transA, transB bool) gemmPlan {
 }
 
 // MatMul implements kernels.Backend: one (strided-batched) cuBLAS GEMM.
+// With bf16 A and B it is cuBLAS's bf16-input, fp32-accumulate GEMM; with one
+// bf16 operand that operand is widened to a float32 copy first (exact, so
+// the result is the float32 GEMM of the stored values, as on the CPU; a
+// mixed-type GEMM is DESIGN.md's cuBLASLt step).
 func (b *Backend) MatMul(c, a, bm kernels.Tensor, transA, transB bool, alpha, beta float32) {
+	at, bt := host(a), host(bm)
+	switch {
+	case at.bf16 && bt.bf16:
+		b.matMulBF16(c, at, bt, transA, transB, alpha, beta)
+		return
+	case at.bf16:
+		a = b.widenBF16(at)
+		defer b.Free(a)
+	case bt.bf16:
+		bm = b.widenBF16(bt)
+		defer b.Free(bm)
+	}
 	p := planMatMul(c, a, bm, transA, transB)
 	b.call("matmul", func(x *C.hone_ctx) C.int {
 		return C.hone_gemm(x, cbool(transA), cbool(transB), C.long(p.m), C.long(p.n), C.long(p.k), C.float(alpha),
@@ -216,6 +232,9 @@ func (b *Backend) Embedding(out, table kernels.Tensor, ids kernels.Index) {
 	mustLen("embedding out", out.Len(), ids.Len()*width)
 	checkIDs("embedding", ids, vocab)
 	b.call("embedding", func(c *C.hone_ctx) C.int {
+		if host(table).bf16 {
+			return C.hone_embedding_bf16(c, fp(out), bfp(table), ip(ids), C.long(ids.Len()), C.long(width))
+		}
 		return C.hone_embedding(c, fp(out), fp(table), ip(ids), C.long(ids.Len()), C.long(width))
 	})
 }
@@ -283,7 +302,8 @@ func (b *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets kernels.
 	mustLen("token logprobs out", logp.Len(), n)
 	mustLen("token logprobs lse", lse.Len(), n)
 	b.call("token logprobs", func(c *C.hone_ctx) C.int {
-		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), fp(w), ip(targets), C.long(n), C.long(hid), C.long(vocab))
+		wp, wbf := anyp(w)
+		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), wp, wbf, ip(targets), C.long(n), C.long(hid), C.long(vocab))
 	})
 }
 
@@ -297,7 +317,8 @@ func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, target
 		mustLen("token logprobs backward dw", dw.Len(), w.Len())
 	}
 	b.call("token logprobs backward", func(c *C.hone_ctx) C.int {
-		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), fp(w), fp(lse), ip(targets), fp(dlogp),
+		wp, wbf := anyp(w)
+		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), wp, wbf, fp(lse), ip(targets), fp(dlogp),
 			C.long(n), C.long(hid), C.long(vocab))
 	})
 }

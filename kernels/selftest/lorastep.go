@@ -30,7 +30,13 @@ var Archs = []string{model.ArchQwen3, model.ArchLlama}
 // transformer of arch on be. Weights and adapter come from one host
 // generator, so every backend starts from the same numbers. A panic of the
 // backend (a shape check) or a device error is returned as an error.
-func LoRAStep(ctx context.Context, be kernels.Backend, arch string) (out Step, err error) {
+func LoRAStep(ctx context.Context, be kernels.Backend, arch string) (Step, error) {
+	return LoRAStepT(ctx, be, arch, kernels.F32)
+}
+
+// LoRAStepT is LoRAStep with the base matrices stored as base
+// (model.SetWeightDType; the same rounded weights on every backend).
+func LoRAStepT(ctx context.Context, be kernels.Backend, arch string, base kernels.DType) (out Step, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("lora step %s on %s: panic: %v", arch, be.Name(), r)
@@ -59,6 +65,9 @@ func LoRAStep(ctx context.Context, be kernels.Backend, arch string) (out Step, e
 	}
 	for _, p := range m.Params() {
 		perturb(p, true, 0.2)
+	}
+	if err := m.SetWeightDType(base); err != nil {
+		return Step{}, fmt.Errorf("lora step %s: %w", arch, err)
 	}
 	a, err := model.NewAdapter(m, "a", model.AdapterConfig{Rank: 4, Alpha: 8}, 1)
 	if err != nil {
@@ -134,28 +143,51 @@ type Reference struct {
 	Arch  string
 	Want  Step
 	Floor map[string]float64
+	// MinTol raises the gradient and AdamW tolerance floor above ParityTol
+	// (BF16ParityTol for bf16 base weights); zero keeps ParityTol.
+	MinTol float64
 }
 
-// Tol is the tolerance of key: max(1e-5, 3 x Floor[key]).
-func (r Reference) Tol(key string) float64 { return math.Max(ParityTol, 3*r.Floor[key]) }
+// BF16ParityTol is the relative tolerance of the gradients and adapter
+// tensors of a LoRA step with bf16 base weights (CPUReferenceT sets it as
+// MinTol): 1e-4, ten times ParityTol. Both backends compute in float32 from
+// the same rounded weights, but the rounded problem is worse conditioned
+// for AdamW's first step on the Llama problem (a near-zero gradient's
+// direction decides an update of lr): the emulated readable kernels land
+// at 3.3x the CPU variants' own disagreement there. The storage rounding
+// itself moves the gradients by 2e-2 to 1e-1 relative, 200x more.
+const BF16ParityTol = 1e-4
+
+// Tol is the tolerance of key: max(1e-5 or MinTol, 3 x Floor[key]).
+func (r Reference) Tol(key string) float64 {
+	return math.Max(math.Max(ParityTol, r.MinTol), 3*r.Floor[key])
+}
 
 // CPUReference runs the LoRA step of arch on every CPU kernel variant.
 func CPUReference(ctx context.Context, arch string) (Reference, error) {
+	return CPUReferenceT(ctx, arch, kernels.F32)
+}
+
+// CPUReferenceT is CPUReference with the base matrices stored as base.
+func CPUReferenceT(ctx context.Context, arch string, base kernels.DType) (Reference, error) {
 	ref, err := cpu.NewVariant(1, cpu.VariantGeneric)
 	if err != nil {
 		return Reference{}, fmt.Errorf("cpu reference: %w", err)
 	}
-	want, err := LoRAStep(ctx, ref, arch)
+	want, err := LoRAStepT(ctx, ref, arch, base)
 	if err != nil {
 		return Reference{}, fmt.Errorf("cpu reference: %w", err)
 	}
 	r := Reference{Arch: arch, Want: want, Floor: map[string]float64{}}
+	if base == kernels.BF16 {
+		r.MinTol = BF16ParityTol
+	}
 	for _, v := range cpu.Variants() {
 		be, err := cpu.NewVariant(1, v)
 		if err != nil {
 			return Reference{}, fmt.Errorf("cpu variant %s: %w", v, err)
 		}
-		other, err := LoRAStep(ctx, be, arch)
+		other, err := LoRAStepT(ctx, be, arch, base)
 		if err != nil {
 			return Reference{}, fmt.Errorf("cpu variant %s: %w", v, err)
 		}

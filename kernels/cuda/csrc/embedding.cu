@@ -14,6 +14,15 @@ __global__ void embedding_kernel(float* out, const float* table, const int32_t* 
   }
 }
 
+// embedding_bf16_kernel: embedding_kernel from a bf16 table.
+__global__ void embedding_bf16_kernel(float* out, const __nv_bfloat16* table, const int32_t* ids, long n,
+                                      long width) {
+  for (long e = long(blockIdx.x) * blockDim.x + threadIdx.x; e < n * width; e += long(gridDim.x) * blockDim.x) {
+    const long i = e / width, j = e % width;
+    out[e] = __bfloat162float(table[long(ids[i]) * width + j]);
+  }
+}
+
 // embedding_backward_kernel1 (readable, deterministic): one thread per
 // column walks the tokens in order, so repeated ids add up in token order.
 __global__ void embedding_backward_kernel1(float* dtable, const float* dout, const int32_t* ids, long n, long width) {
@@ -42,6 +51,14 @@ int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* i
   if (n == 0 || width == 0) return 0;
   HONE_LAUNCH(embedding_kernel, grid_for(n * width, 256), 256, 0, c->stream, out, table, ids, n, width);
   return check_launch(c, "embedding");
+}
+
+int hone_embedding_bf16(hone_ctx* c, float* out, const uint16_t* table, const int32_t* ids, long n, long width) {
+  HONE_ENTRY(c);
+  if (n == 0 || width == 0) return 0;
+  HONE_LAUNCH(embedding_bf16_kernel, grid_for(n * width, 256), 256, 0, c->stream, out,
+              reinterpret_cast<const __nv_bfloat16*>(table), ids, n, width);
+  return check_launch(c, "embedding_bf16");
 }
 
 int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* ids, long n, long width) {

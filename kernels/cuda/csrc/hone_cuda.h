@@ -103,6 +103,8 @@ int hone_swiglu_backward(hone_ctx* c, float* dgate, float* dup, const float* dou
                          const float* up, long n);
 
 int hone_embedding(hone_ctx* c, float* out, const float* table, const int32_t* ids, long n, long width);
+/* hone_embedding_bf16 gathers from a bf16 table, widening to float32. */
+int hone_embedding_bf16(hone_ctx* c, float* out, const uint16_t* table, const int32_t* ids, long n, long width);
 int hone_embedding_backward(hone_ctx* c, float* dtable, const float* dout, const int32_t* ids, long n, long width);
 
 /* negate: store -logp (cross-entropy). */
@@ -110,11 +112,14 @@ int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* 
                   int negate);
 int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* targets,
                            const float* dlogp, long n, long vocab);
-int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const float* w,
+/* w is float32, or bf16 (uint16_t) when w_bf16: each vocabulary chunk of it
+ * is then widened into the workspace before its GEMM. */
+int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const void* w, int w_bf16,
                         const int32_t* targets, long n, long hidden, long vocab);
-/* dw may be NULL. */
-int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
-                                 const int32_t* targets, const float* dlogp, long n, long hidden, long vocab);
+/* dw (float32) may be NULL. */
+int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const void* w, int w_bf16,
+                                 const float* lse, const int32_t* targets, const float* dlogp, long n, long hidden,
+                                 long vocab);
 
 /* Sampling parameters of one row: temperature <= 0 is greedy; top_k <= 0
  * and top_p >= 1 are off; seed picks the draw (counter-based: the same seed

@@ -145,44 +145,66 @@ int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, con
   return check_launch(c, "logprobs_backward");
 }
 
-// chunk_cols is how many vocabulary columns one chunk of n rows may have.
-static long chunk_cols(hone_ctx* c, long n, long vocab) {
+// chunk_cols is how many vocabulary columns one chunk of n rows may have;
+// with a bf16 w, whose chunk is widened into the workspace, the widened
+// rows (cols x hidden) obey the same budget.
+static long chunk_cols(hone_ctx* c, long n, long hidden, long vocab, int w_bf16) {
   long cols = c->chunk_elems / (n > 0 ? n : 1);
+  if (w_bf16) {
+    const long wcols = c->chunk_elems / (hidden > 0 ? hidden : 1);
+    if (wcols < cols) cols = wcols;
+  }
   if (cols < 1) cols = 1;
   return cols < vocab ? cols : vocab;
 }
 
-int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const float* w,
+// w_chunk returns rows [c0, c0+cc) of w as float32: a pointer into w, or for
+// a bf16 w those rows widened into wide (cc x hidden floats).
+static const float* w_chunk(hone_ctx* c, const void* w, int w_bf16, float* wide, long c0, long cc, long hidden) {
+  if (!w_bf16) return static_cast<const float*>(w) + c0 * hidden;
+  if (hone_bf16_to_f32(c, wide, static_cast<const uint16_t*>(w) + c0 * hidden, cc * hidden)) return nullptr;
+  return wide;
+}
+
+int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const void* w, int w_bf16,
                         const int32_t* targets, long n, long hidden, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
-  const long cols = chunk_cols(c, n, vocab);
+  const long cols = chunk_cols(c, n, hidden, vocab, w_bf16);
+  const size_t wide_bytes = w_bf16 ? Workspace::align(cols * hidden * sizeof(float)) : 0;
   Workspace ws{c};
   LseState st;
-  if (ws.reserve(lse_bytes(n) + Workspace::align(n * cols * sizeof(float)))) return -1;
+  if (ws.reserve(lse_bytes(n) + Workspace::align(n * cols * sizeof(float)) + wide_bytes)) return -1;
   if (lse_begin(c, ws, st, targets, n, "token_logprobs")) return -1;
   float* L = ws.take<float>(n * cols);
+  float* wide = w_bf16 ? ws.take<float>(cols * hidden) : nullptr;
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
+    const float* wc = w_chunk(c, w, w_bf16, wide, c0, cc, hidden);
+    if (!wc) return -1;
     // L[n, cc] = h[n, H] * w[c0:c0+cc, H]^T
-    if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, h, 0, w + c0 * hidden, 0, 0.0f, L, 0, 1)) return -1;
+    if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, h, 0, wc, 0, 0.0f, L, 0, 1)) return -1;
     if (lse_merge(c, st, L, cc, n, cc, c0, "token_logprobs")) return -1;
   }
   HONE_LAUNCH(lse_finish_kernel, grid_for(n, 256), 256, 0, c->stream, logp, lse, st.m, st.s, st.tl, n, 1.0f);
   return check_launch(c, "token_logprobs");
 }
 
-int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const float* w, const float* lse,
-                                 const int32_t* targets, const float* dlogp, long n, long hidden, long vocab) {
+int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const void* w, int w_bf16,
+                                 const float* lse, const int32_t* targets, const float* dlogp, long n, long hidden,
+                                 long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
-  const long cols = chunk_cols(c, n, vocab);
+  const long cols = chunk_cols(c, n, hidden, vocab, w_bf16);
+  const size_t wide_bytes = w_bf16 ? Workspace::align(cols * hidden * sizeof(float)) : 0;
   Workspace ws{c};
-  if (ws.reserve(Workspace::align(n * cols * sizeof(float)))) return -1;
+  if (ws.reserve(Workspace::align(n * cols * sizeof(float)) + wide_bytes)) return -1;
   float* G = ws.take<float>(n * cols);
+  float* wide = w_bf16 ? ws.take<float>(cols * hidden) : nullptr;
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
-    const float* wc = w + c0 * hidden;
+    const float* wc = w_chunk(c, w, w_bf16, wide, c0, cc, hidden);
+    if (!wc) return -1;
     if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, h, 0, wc, 0, 0.0f, G, 0, 1)) return -1;
     HONE_LAUNCH(softmax_grad_kernel, grid_for(n * cc, 256), 256, 0, c->stream, G, G, cc, n, cc, c0, targets, lse,
                 dlogp);
