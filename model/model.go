@@ -182,7 +182,13 @@ func New(cfg *Config, be kernels.Backend, seed int64) (*Model, error) {
 
 // Load reads dir/config.json and dir/model.safetensors (or the shards listed
 // in dir/model.safetensors.index.json).
-func Load(dir string, be kernels.Backend) (*Model, error) {
+func Load(dir string, be kernels.Backend) (*Model, error) { return LoadT(dir, be, kernels.F32) }
+
+// LoadT is Load with the base matrices (the embedding, the LM head and every
+// layer's projections, what SetWeightDType converts) uploaded as weights
+// straight from the file: with kernels.BF16 the device never holds them in
+// float32 (norms and biases stay float32).
+func LoadT(dir string, be kernels.Backend, weights kernels.DType) (*Model, error) {
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)
@@ -211,7 +217,11 @@ func Load(dir string, be kernels.Backend) (*Model, error) {
 		if !equalShape(t.Shape, s.shape) {
 			return nil, fmt.Errorf("load model %s: tensor %s has shape %v, config wants %v", dir, s.name, t.Shape, s.shape)
 		}
-		*s.slot(m) = be.Upload(t.Data, s.shape...)
+		dt := kernels.F32
+		if s.init == "normal" { // a matrix: the embedding, the LM head or a projection
+			dt = weights
+		}
+		*s.slot(m) = be.UploadT(dt, t.Data, s.shape...)
 	}
 	m.finish()
 	return m, nil

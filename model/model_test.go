@@ -426,6 +426,22 @@ func TestBF16Weights(t *testing.T) {
 				t.Fatal(err)
 			}
 			closeRows(t, "saved bf16 weights, loaded as float32", again[len(toks)-1], full[len(toks)-1], 1e-5)
+			// LoadT uploads the matrices as bf16 directly: the same rounded
+			// weights as SetWeightDType, so the same logits.
+			direct, err := LoadT(dir, m.be, kernels.BF16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if direct.embed.DType() != kernels.BF16 || direct.layers[0].w[ModQ].DType() != kernels.BF16 ||
+				direct.layers[0].attnNorm.DType() != kernels.F32 {
+				t.Fatalf("LoadT dtypes: embed %v q %v norm %v", direct.embed.DType(), direct.layers[0].w[ModQ].DType(),
+					direct.layers[0].attnNorm.DType())
+			}
+			viaLoad, err := direct.Logits(ctx, toks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeRows(t, "LoadT bf16", viaLoad[len(toks)-1], full[len(toks)-1], 1e-6)
 		})
 	}
 }
