@@ -45,9 +45,10 @@ func withBrokenCUDA(t *testing.T) {
 }
 
 // passLine is the table's last line when every check passes: one row per
-// conformance group and six LoRA-step rows.
+// conformance group and twelve LoRA-step rows (loss, grads, adamw for two
+// architectures, with float32 and with bf16 base weights).
 var (
-	nChecks  = len(conformance.Groups(cpu.New(1))) + 6
+	nChecks  = len(conformance.Groups(cpu.New(1))) + 12
 	passLine = fmt.Sprintf("PASS: %d checks", nChecks)
 )
 

@@ -146,6 +146,17 @@ type Reference struct {
 	// MinTol raises the gradient and AdamW tolerance floor above ParityTol
 	// (BF16ParityTol for bf16 base weights); zero keeps ParityTol.
 	MinTol float64
+	// Base is the base matrices' storage type of the step.
+	Base kernels.DType
+}
+
+// prefix is the rows' name prefix: "lora-step", or "lora-step-bf16" for
+// bf16 base weights.
+func (r Reference) prefix() string {
+	if r.Base == kernels.BF16 {
+		return "lora-step-bf16"
+	}
+	return "lora-step"
 }
 
 // BF16ParityTol is the relative tolerance of the gradients and adapter
@@ -178,7 +189,7 @@ func CPUReferenceT(ctx context.Context, arch string, base kernels.DType) (Refere
 	if err != nil {
 		return Reference{}, fmt.Errorf("cpu reference: %w", err)
 	}
-	r := Reference{Arch: arch, Want: want, Floor: map[string]float64{}}
+	r := Reference{Arch: arch, Want: want, Floor: map[string]float64{}, Base: base}
 	if base == kernels.BF16 {
 		r.MinTol = BF16ParityTol
 	}
@@ -204,7 +215,7 @@ func CPUReferenceT(ctx context.Context, arch string, base kernels.DType) (Refere
 // (worst = largest error/tolerance ratio; the row names that tensor).
 func (r Reference) Compare(got Step) []Result {
 	short := archName(r.Arch)
-	loss := Result{Name: "lora-step/" + short + "/loss", Worst: "loss",
+	loss := Result{Name: r.prefix() + "/" + short + "/loss", Worst: "loss",
 		MaxErr: math.Abs(got.Loss-r.Want.Loss) / math.Abs(r.Want.Loss), Tol: ParityTol}
 	loss.Pass = loss.MaxErr <= loss.Tol
 	if !loss.Pass {
@@ -219,7 +230,7 @@ func (r Reference) Compare(got Step) []Result {
 		{"grads", "grad ", got.Grads, r.Want.Grads},
 		{"adamw", "param ", got.Params, r.Want.Params},
 	} {
-		res := Result{Name: "lora-step/" + short + "/" + kind.row, Pass: true}
+		res := Result{Name: r.prefix() + "/" + short + "/" + kind.row, Pass: true}
 		names := make([]string, 0, len(kind.want))
 		for n := range kind.want {
 			names = append(names, n)
@@ -266,36 +277,41 @@ func archName(arch string) string {
 }
 
 // LoRAParity runs the LoRA step of every architecture of Archs on be and on
-// the CPU backend and compares them (Reference.Compare). A step that fails
-// to run is one failed row naming the architecture.
+// the CPU backend and compares them (Reference.Compare), with float32 base
+// weights ("lora-step/..." rows, ParityTol) and with bf16 ones
+// ("lora-step-bf16/...", BF16ParityTol). A step that fails to run is three
+// failed rows naming the architecture.
 func LoRAParity(ctx context.Context, be kernels.Backend) []Result {
 	var rows []Result
-	for _, arch := range Archs {
-		start := time.Now()
-		// A step that does not run fails its three rows, so the table
-		// keeps its shape.
-		failed := func(err error, d time.Duration) {
-			for _, what := range []string{"loss", "grads", "adamw"} {
-				rows = append(rows, Result{Name: "lora-step/" + archName(arch) + "/" + what, MaxErr: math.NaN(),
-					Tol: math.NaN(), Failure: err.Error(), Duration: d})
+	for _, base := range []kernels.DType{kernels.F32, kernels.BF16} {
+		prefix := Reference{Base: base}.prefix()
+		for _, arch := range Archs {
+			start := time.Now()
+			// A step that does not run fails its three rows, so the table
+			// keeps its shape.
+			failed := func(err error, d time.Duration) {
+				for _, what := range []string{"loss", "grads", "adamw"} {
+					rows = append(rows, Result{Name: prefix + "/" + archName(arch) + "/" + what, MaxErr: math.NaN(),
+						Tol: math.NaN(), Failure: err.Error(), Duration: d})
+				}
 			}
-		}
-		ref, err := CPUReference(ctx, arch)
-		if err != nil {
-			failed(err, time.Since(start))
-			continue
-		}
-		start = time.Now()
-		got, err := LoRAStep(ctx, be, arch)
-		d := time.Since(start)
-		if err != nil {
-			be.ClearErr()
-			failed(err, d)
-			continue
-		}
-		for _, r := range ref.Compare(got) {
-			r.Duration = d // the step's time, on each of its rows
-			rows = append(rows, r)
+			ref, err := CPUReferenceT(ctx, arch, base)
+			if err != nil {
+				failed(err, time.Since(start))
+				continue
+			}
+			start = time.Now()
+			got, err := LoRAStepT(ctx, be, arch, base)
+			d := time.Since(start)
+			if err != nil {
+				be.ClearErr()
+				failed(err, d)
+				continue
+			}
+			for _, r := range ref.Compare(got) {
+				r.Duration = d // the step's time, on each of its rows
+				rows = append(rows, r)
+			}
 		}
 	}
 	return rows

@@ -28,7 +28,8 @@ import (
 // Result is one row of the table.
 type Result struct {
 	// Name is "conformance/OP" (a group of the suite: the op and its
-	// backward) or "lora-step/ARCH/WHAT" (loss, grads, adamw).
+	// backward), "lora-step/ARCH/WHAT" (loss, grads, adamw) or
+	// "lora-step-bf16/ARCH/WHAT" (the same with bf16 base weights).
 	Name string
 	Pass bool
 	// MaxErr and Tol are the worst check's error and its tolerance (the
