@@ -34,6 +34,8 @@ func TestTrainerBackend(t *testing.T) {
 		{name: "engine backend from env", env: []string{"HONE_ENGINE_EMBEDDED_BACKEND=cuda"}, want: "cpu"},
 		{name: "engine backend unknown", yaml: "engine_embedded:\n  backend: gpu\n",
 			wantErr: `engine_embedded.backend: "gpu" is not one of cpu, cuda, auto`},
+		{name: "engine weight dtype unknown", env: []string{"HONE_ENGINE_EMBEDDED_WEIGHT_DTYPE=bf16"},
+			wantErr: `engine_embedded.weight_dtype: "bf16" is not one of auto, float32, bfloat16`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""

@@ -151,6 +151,9 @@ func (c *Config) Finish() error {
 	if b := c.Embedded.Backend; b != "cpu" && b != "cuda" && b != "auto" {
 		return fmt.Errorf("engine_embedded.backend: %q is not one of cpu, cuda, auto", b)
 	}
+	if w := c.Embedded.WeightDType; w != "auto" && w != "float32" && w != "bfloat16" {
+		return fmt.Errorf("engine_embedded.weight_dtype: %q is not one of auto, float32, bfloat16", w)
+	}
 	if c.Trainer.Enabled {
 		if err := c.Trainer.Validate(); err != nil {
 			return fmt.Errorf("trainer: %w", err)

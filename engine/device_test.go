@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/cuda"
 )
 
@@ -34,7 +35,7 @@ func TestEngineOnEmulatedCUDA(t *testing.T) {
 	}
 	run := func(device bool) []answer {
 		opts := DefaultOptions()
-		opts.ModelDir, opts.ServedModelName = dir, "tiny"
+		opts.ModelDir, opts.ServedModelName, opts.WeightDType = dir, "tiny", "float32"
 		if device {
 			opts.Device = dev
 		}
@@ -87,7 +88,8 @@ func TestEngineOnEmulatedCUDA(t *testing.T) {
 	}
 }
 
-// TestEngineDeviceSampling: on a device backend the engine draws tokens
+// TestEngineDeviceSampling: on a device backend (base weights bf16, the
+// default there) the engine draws tokens
 // next to the logits (kernels.Sampler) when no host-only processor
 // applies: a seeded request draws the same text again, alone or batched
 // beside another, other seeds draw other text, and a request with a
@@ -123,6 +125,12 @@ func TestEngineDeviceSampling(t *testing.T) {
 			t.Fatalf("%s", body)
 		}
 		return a.Choices[0].Text
+	}
+	lm := e.sched.lm.(*modelLM)
+	for _, p := range lm.m.Params() {
+		if want := p.Tensor.Shape(); len(want) == 2 && p.Tensor.DType() != kernels.BF16 {
+			t.Fatalf("weight_dtype auto on a device: %s is %v, want bf16", p.Name, p.Tensor.DType())
+		}
 	}
 	first := complete(7, nil)
 	if again := complete(7, nil); again != first {

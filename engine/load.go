@@ -95,15 +95,20 @@ func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, err
 }
 
 // loadModel loads a model folder (weights, tokenizer, generation_config.json)
-// onto dev, or the CPU backend with threads workers when dev is nil.
-func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend) (modelParts, error) {
+// onto dev, or the CPU backend with threads workers when dev is nil, the
+// base weights stored as Options.WeightDType says.
+func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend, weights string) (modelParts, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
+	}
+	dt := kernels.F32
+	if weights == "bfloat16" || (weights == "auto" && dev != nil) {
+		dt = kernels.BF16
 	}
 	if dev == nil {
 		dev = cpu.New(threads)
 	}
-	m, err := model.Load(dir, dev)
+	m, err := model.LoadT(dir, dev, dt)
 	if err != nil {
 		return modelParts{}, err
 	}
@@ -169,7 +174,7 @@ func loadGenerationConfig(dir string) (genDefaults, error) {
 // reloadWeights loads the model folder again and swaps it in once the
 // running sequences finish; loaded adapters are reloaded onto it.
 func (e *Engine) reloadWeights(ctx context.Context) error {
-	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads, e.opts.Device)
+	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads, e.opts.Device, e.opts.WeightDType)
 	if err != nil {
 		return fmt.Errorf("reload weights: %w", err)
 	}

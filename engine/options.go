@@ -63,6 +63,10 @@ type Options struct {
 	// cpu (the default), cuda or auto (cmd/hone opens it, runs hone
 	// selftest on a GPU first, and passes it as Device).
 	Backend string `yaml:"backend"`
+	// WeightDType stores the base weights as bfloat16, float32, or auto
+	// (bfloat16 on a Device, float32 on the CPU backend, where a bf16 GEMM
+	// widens the weights to a float32 copy first).
+	WeightDType string `yaml:"weight_dtype"`
 	// Device is the opened backend the model loads onto; nil means the CPU
 	// backend with Threads workers. The engine does not close it.
 	Device kernels.Backend `yaml:"-"`
@@ -74,6 +78,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Backend:             "cpu",
+		WeightDType:         "auto",
 		MaxNumSeqs:          32,
 		MaxNumBatchedTokens: 512,
 		MaxLogprobs:         20,

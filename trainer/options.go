@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"github.com/hone-rl/hone/kernels"
 	"time"
 )
 
@@ -63,6 +64,19 @@ type Options struct {
 	// trainer's GPU (0: none), which the memory plan of a GPU backend
 	// leaves to them.
 	EngineGPUShare float64 `yaml:"engine_gpu_share"`
+	// WeightDType is how the frozen base weights are stored: bfloat16,
+	// float32, or auto (the default: bfloat16 for LoRA on a GPU backend,
+	// float32 on the CPU and in full mode, which updates them).
+	WeightDType string `yaml:"weight_dtype"`
+}
+
+// WeightDTypeOn is the base weights' dtype on the backend named be.
+func (o Options) WeightDTypeOn(be string) kernels.DType {
+	switch {
+	case o.WeightDType == "bfloat16", o.WeightDType == "auto" && o.Mode == ModeLoRA && be != "cpu":
+		return kernels.BF16
+	}
+	return kernels.F32
 }
 
 // checkpointing reports whether passes on backend be checkpoint.
@@ -119,7 +133,7 @@ func DefaultOptions() Options {
 		AdamW:       AdamWOptions{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 		Staleness:   StalenessOptions{MaxPolicyLag: 4, Policy: StaleDrop, Decay: 0.5},
 		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU, ActivationCheckpointing: "auto",
-		EngineGPUShare: 0.45,
+		EngineGPUShare: 0.45, WeightDType: "auto",
 	}
 }
 
@@ -141,6 +155,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("trainer lora rank %d alpha %v: want > 0", o.LoRA.Rank, o.LoRA.Alpha)
 	case o.AdamW.Beta1 < 0 || o.AdamW.Beta1 >= 1 || o.AdamW.Beta2 < 0 || o.AdamW.Beta2 >= 1 || o.AdamW.Eps <= 0:
 		return fmt.Errorf("trainer adamw %+v: want betas in [0,1) and eps > 0", o.AdamW)
+	case o.WeightDType != "auto" && o.WeightDType != "float32" && o.WeightDType != "bfloat16":
+		return fmt.Errorf("trainer weight_dtype %q: want auto, float32 or bfloat16", o.WeightDType)
+	case o.WeightDType == "bfloat16" && o.Mode == ModeFull:
+		return fmt.Errorf("trainer weight_dtype bfloat16: full mode updates the base weights, which stay float32")
 	case o.EngineGPUShare < 0 || o.EngineGPUShare >= 1:
 		return fmt.Errorf("trainer engine_gpu_share %g: want [0, 1)", o.EngineGPUShare)
 	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":

@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"testing"
+
+	"github.com/hone-rl/hone/kernels"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -52,6 +54,8 @@ func TestDefaultOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Backend = "gpu" },
 		func(o *Options) { o.Backend = "" },
 		func(o *Options) { o.ActivationCheckpointing = "true" },
+		func(o *Options) { o.WeightDType = "bf16" },
+		func(o *Options) { o.WeightDType, o.Mode = "bfloat16", ModeFull },
 	} {
 		o := DefaultOptions()
 		mut(&o)
@@ -70,6 +74,22 @@ func TestCheckpointingChoice(t *testing.T) {
 	}{{"auto", "cpu", false}, {"auto", "cuda", true}, {"on", "cpu", true}, {"off", "cuda", false}} {
 		if got := (Options{ActivationCheckpointing: c.opt}).checkpointing(c.be); got != c.want {
 			t.Errorf("%s on %s: %v", c.opt, c.be, got)
+		}
+	}
+}
+
+// TestWeightDTypeChoice: auto stores the frozen base weights as bf16 for
+// LoRA on a GPU backend only; float32 and bfloat16 decide alone.
+func TestWeightDTypeChoice(t *testing.T) {
+	for _, c := range []struct {
+		opt, mode, be string
+		want          kernels.DType
+	}{
+		{"auto", ModeLoRA, "cpu", kernels.F32}, {"auto", ModeLoRA, "cuda", kernels.BF16}, {"auto", ModeFull, "cuda", kernels.F32},
+		{"float32", ModeLoRA, "cuda", kernels.F32}, {"bfloat16", ModeLoRA, "cpu", kernels.BF16},
+	} {
+		if got := (Options{WeightDType: c.opt, Mode: c.mode}).WeightDTypeOn(c.be); got != c.want {
+			t.Errorf("%s, %s on %s: %v", c.opt, c.mode, c.be, got)
 		}
 	}
 }

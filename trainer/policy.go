@@ -205,7 +205,7 @@ func (p *Policy) restore(ck checkpoint.Version) error {
 // adapter opts.LoRA describes, or none with opts.Mode "full" (New restores
 // a checkpoint over it when opts.Resume is set).
 func LoadPolicy(modelDir string, be kernels.Backend, opts Options) (*Policy, error) {
-	m, err := model.Load(modelDir, be)
+	m, err := model.LoadT(modelDir, be, opts.WeightDTypeOn(be.Name()))
 	if err != nil {
 		return nil, fmt.Errorf("load policy model: %w", err)
 	}

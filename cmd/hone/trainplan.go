@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/model"
 	"github.com/hone-rl/hone/trainer"
@@ -51,13 +52,16 @@ func fitMicroBatches(opts *trainer.Options, be backends.Opened, modelDir string,
 		Model: memplan.Shapes{Hidden: mc.HiddenSize, Layers: mc.NumLayers, Heads: mc.NumHeads, KVHeads: mc.NumKVHeads,
 			HeadDim: mc.HeadDim, MLP: mc.IntermediateSize, Vocab: mc.VocabSize, TiedEmbeddings: mc.TieWordEmbeddings},
 		Rank: opts.LoRA.Rank, SeqLen: 1, GPUBytes: gpuBytes, EngineUtilization: opts.EngineGPUShare,
-		WeightBytes: 4, // model/ loads base weights as float32 until kernels.Backend stores bf16
+		WeightBytes: 4,
+	}
+	if opts.WeightDTypeOn(be.Name) == kernels.BF16 {
+		req.WeightBytes = 2
 	}
 	p, err := memplan.Make(req)
 	if err != nil || p.MicroBatchTokens < 1 {
-		return fmt.Errorf("trainer memory plan: refusing to train: the base weights (float32) and LoRA state need %.1f GB "+
+		return fmt.Errorf("trainer memory plan: refusing to train: the base weights (%d bytes each) and LoRA state need %.1f GB "+
 			"before any token, the trainer has %.1f GB of the GPU's %.1f GB (engines at %.2f; lower "+
-			"trainer.engine_gpu_share, or use a larger GPU)", float64(p.BaseWeights+p.LoRAState+p.LogProbChunk)/1e9,
+			"trainer.engine_gpu_share, or use a larger GPU)", req.WeightBytes, float64(p.BaseWeights+p.LoRAState+p.LogProbChunk)/1e9,
 			float64(p.Budget)/1e9, float64(gpuBytes)/1e9, opts.EngineGPUShare)
 	}
 	if p.MicroBatchTokens < int64(opts.MicroBatchTokens) {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestFitMicroBatches: on a GPU backend the trainer's micro-batch budget
-// follows the memory plan (float32 base weights, the engines' share): a
+// follows the memory plan (bf16 or float32 base weights, the engines' share): a
 // budget the plan allows stays, one above it is lowered, a GPU too small
 // for the weights refuses with the numbers; the CPU backend is left alone.
 func TestFitMicroBatches(t *testing.T) {
@@ -19,22 +19,27 @@ func TestFitMicroBatches(t *testing.T) {
 	defer func(f func() (int64, error)) { gpuMemory = f }(gpuMemory)
 	for _, tc := range []struct {
 		name      string
+		dtype     string // trainer.weight_dtype; "" = auto (bfloat16 on the GPU)
 		be        backends.Opened
 		gpu       int64
 		share     float64
 		tokens    int
 		want, err string
 	}{
-		{"cpu untouched", backends.Opened{Name: backends.CPU}, 0, 0.45, 8192, "8192", ""},
-		{"80 GB keeps 8192", backends.Opened{Name: "cuda"}, 80e9, 0.45, 8192, "8192", ""},
-		{"80 GB lowers 65536", backends.Opened{Name: "cuda"}, 80e9, 0.3, 65536, "<65536", ""},
-		{"80 GB lowers 16384", backends.Opened{Name: "cuda"}, 80e9, 0.45, 16384, "<16384", ""},
-		{"16 GB refuses", backends.Opened{Name: "cuda"}, 16e9, 0.45, 8192, "", "refusing to train"},
+		{"cpu untouched", "", backends.Opened{Name: backends.CPU}, 0, 0.45, 8192, "8192", ""},
+		{"80 GB keeps 8192", "", backends.Opened{Name: "cuda"}, 80e9, 0.45, 8192, "8192", ""},
+		{"80 GB lowers 65536", "", backends.Opened{Name: "cuda"}, 80e9, 0.3, 65536, "<65536", ""},
+		{"80 GB lowers 32768", "", backends.Opened{Name: "cuda"}, 80e9, 0.45, 32768, "<32768", ""},
+		{"16 GB refuses", "", backends.Opened{Name: "cuda"}, 16e9, 0.45, 8192, "", "refusing to train"},
+		{"float32 weights on 80 GB lower 16384", "float32", backends.Opened{Name: "cuda"}, 80e9, 0.45, 16384, "<16384", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gpuMemory = func() (int64, error) { return tc.gpu, nil }
 			o := trainer.DefaultOptions()
 			o.MicroBatchTokens, o.EngineGPUShare, o.LoRA.Rank = tc.tokens, tc.share, 16
+			if tc.dtype != "" {
+				o.WeightDType = tc.dtype
+			}
 			err := fitMicroBatches(&o, tc.be, dir, slog.New(slog.DiscardHandler))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "GB") {
