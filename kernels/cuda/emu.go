@@ -10,8 +10,10 @@ package cuda
 #include <stddef.h>
 #include <stdlib.h>
 #include "csrc/hone_cuda.h"
-int hone_emu_selftest(int which, float* out, char* err, size_t errlen);
+int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* out, char* err, size_t errlen);
 void hone_emu_eager_warps(hone_ctx* c, int on);
+void hone_emu_racecheck(hone_ctx* c, int on);
+void hone_emu_drop_barrier(hone_ctx* c, const char* file, int line);
 */
 import "C"
 
@@ -40,11 +42,17 @@ func NewEmulated(variant string) (*Backend, error) {
 
 // emuSelftest runs one of the shim's self-test kernels (csrc/emu/selftest.cuh)
 // on host memory and returns what it wrote, or the launch error.
-func emuSelftest(which int) ([]float32, error) {
+func emuSelftest(which int) ([]float32, error) { return emuSelftestWith(which, false, "", 0) }
+
+// emuSelftestWith is emuSelftest with racecheck on or off and, when
+// dropLine > 0, the __syncthreads at dropFile:dropLine dropped.
+func emuSelftestWith(which int, racecheck bool, dropFile string, dropLine int) ([]float32, error) {
 	out := (*[320]C.float)(C.calloc(320, 4))
 	defer C.free(unsafe.Pointer(out))
-	var msg [256]C.char
-	if C.hone_emu_selftest(C.int(which), &out[0], &msg[0], C.size_t(len(msg))) != 0 {
+	file := C.CString(dropFile)
+	defer C.free(unsafe.Pointer(file))
+	var msg [512]C.char
+	if C.hone_emu_selftest(C.int(which), cbool(racecheck), file, C.int(dropLine), &out[0], &msg[0], C.size_t(len(msg))) != 0 {
 		return nil, errors.New(C.GoString(&msg[0]))
 	}
 	res := make([]float32, 320)
@@ -79,4 +87,29 @@ func (b *Backend) SetSchedule(s string) error {
 	defer b.mu.Unlock()
 	C.hone_emu_eager_warps(b.ctx, C.int(on))
 	return nil
+}
+
+// SetRacecheck turns the shim's racecheck on or off for the backend's later
+// launches (csrc/emu/cuda_emu.h): every access of shared memory is
+// recorded, and two threads of a block touching the same word between two
+// barriers, one of them writing (not both atomically, not ordered by their
+// warp's __syncwarp or shuffles), fail the launch: Err() then names the
+// hazard (RAW, WAR or WAW), the kernel, the block, the two threads and the
+// word.
+func (b *Backend) SetRacecheck(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	C.hone_emu_racecheck(b.ctx, cbool(on))
+}
+
+// dropBarrier makes the __syncthreads at file:line (file's base name, e.g.
+// "common.cuh") return at once in later launches, as if deleted; line 0
+// restores it. The mutation tests use it to remove barriers one at a time
+// without recompiling.
+func (b *Backend) dropBarrier(file string, line int) {
+	cf := C.CString(file)
+	defer C.free(unsafe.Pointer(cf))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	C.hone_emu_drop_barrier(b.ctx, cf, C.int(line))
 }

@@ -24,7 +24,10 @@ struct AttnShape {
   __host__ __device__ long kw() const { return long(kv_heads) * dim; }
 };
 
-__device__ inline float dot(const float* a, const float* b, int d) {
+// dot is a template so that the host shim's instrumented shared-memory
+// pointers (racecheck) pass through it; on the device both are float*.
+template <class A, class B>
+__device__ inline float dot(A a, B b, int d) {
   float s = 0;
   for (int x = 0; x < d; x++) s += a[x] * b[x];
   return s;
@@ -61,8 +64,9 @@ constexpr int kRows = 64, kCols = 32, kMaxDim = 128;
 // the last query, so the barriers are reached by all.
 __global__ void attention_kernel2(float* out, const float* q, const float* k, const float* v, AttnShape a) {
   HONE_DYNAMIC_SHARED(float, smem);
-  float* ks = smem;                 // [kCols][D]
-  float* vs = smem + kCols * a.dim; // [kCols][D]
+  // auto: float* on the device, the host shim's instrumented pointer (racecheck).
+  auto ks = smem;                 // [kCols][D]
+  auto vs = smem + kCols * a.dim; // [kCols][D]
   const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads), D = a.dim;
   const long i0 = long(blockIdx.x) * kRows, i = i0 + threadIdx.x;
   const bool active = i < a.n;
@@ -156,8 +160,8 @@ __global__ void attention_backward_kernel1(float* dq, float* dk, float* dv, cons
 __global__ void attention_bwd_stats_kernel(float* stats, const float* dout, const float* q, const float* k,
                                            const float* v, AttnShape a) {
   HONE_DYNAMIC_SHARED(float, smem);
-  float* ks = smem;
-  float* vs = smem + kCols * a.dim;
+  auto ks = smem;
+  auto vs = smem + kCols * a.dim;
   const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads), D = a.dim;
   const long i0 = long(blockIdx.x) * kRows, i = i0 + threadIdx.x;
   const bool active = i < a.n;
@@ -205,8 +209,8 @@ __global__ void attention_bwd_stats_kernel(float* stats, const float* dout, cons
 __global__ void attention_bwd_dq_kernel(float* dq, const float* stats, const float* dout, const float* q,
                                         const float* k, const float* v, AttnShape a) {
   HONE_DYNAMIC_SHARED(float, smem);
-  float* ks = smem;
-  float* vs = smem + kCols * a.dim;
+  auto ks = smem;
+  auto vs = smem + kCols * a.dim;
   const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads), D = a.dim;
   const long i0 = long(blockIdx.x) * kRows, i = i0 + threadIdx.x;
   const bool active = i < a.n;
@@ -254,9 +258,9 @@ __global__ void attention_bwd_dkdv_kernel(float* dk, float* dv, const float* sta
                                           const float* q, const float* k, const float* v, AttnShape a) {
   HONE_DYNAMIC_SHARED(float, smem);
   const int D = a.dim, kvh = blockIdx.y, group = a.heads / a.kv_heads;
-  float* qs = smem;                      // [kQueries][D], scaled queries
-  float* dos = smem + kQueries * D;      // [kQueries][D]
-  float* st = smem + 2 * kQueries * D;   // [kQueries][2]: lse, delta
+  auto qs = smem;                      // [kQueries][D], scaled queries
+  auto dos = smem + kQueries * D;      // [kQueries][D]
+  auto st = smem + 2 * kQueries * D;   // [kQueries][2]: lse, delta
   const long keys = a.past + a.n;
   const long j0 = long(blockIdx.x) * kKeys, j = j0 + threadIdx.x;
   const bool active = j < keys;
@@ -284,8 +288,8 @@ __global__ void attention_bwd_dkdv_kernel(float* dk, float* dv, const float* sta
       if (active) {
         for (int ii = 0; ii < kQueries && i0 + ii < a.n; ii++) {
           if (a.past + i0 + ii < j) continue;  // causal: query i0+ii does not see key j
-          const float* qi = qs + ii * D;
-          const float* doi = dos + ii * D;
+          const auto qi = qs + ii * D;
+          const auto doi = dos + ii * D;
           const float p = expf(dot(qi, kr, D) - st[2 * ii]);
           const float ds = p * (dot(doi, vr, D) - st[2 * ii + 1]);
           for (int d = 0; d < D; d++) {

@@ -22,6 +22,9 @@
 #define HONE_DYNAMIC_SHARED(type, name)                     \
   extern __shared__ __align__(16) unsigned char hone_smem[]; \
   type* name = reinterpret_cast<type*>(hone_smem)
+// HONE_SHARED(type, name, n): __shared__ type name[n], written so the host
+// shim can instrument it (racecheck, see emu/cuda_emu.h).
+#define HONE_SHARED(type, name, n) __shared__ type name[n]
 #endif
 
 namespace hone {
@@ -61,7 +64,7 @@ __device__ inline float warp_max(float v) {
 // call reuse the shared array.
 template <class T>
 __device__ inline T block_sum(T v) {
-  __shared__ T partial[32];
+  HONE_SHARED(T, partial, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   v = warp_sum(v);
   if (lane == 0) partial[warp] = v;
@@ -74,7 +77,7 @@ __device__ inline T block_sum(T v) {
 
 // block_max is block_sum's maximum.
 __device__ inline float block_max(float v) {
-  __shared__ float partial[32];
+  HONE_SHARED(float, partial, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   v = warp_max(v);
   if (lane == 0) partial[warp] = v;

@@ -31,8 +31,8 @@ __device__ inline bool better(float v, long i, float bv, long bi) { return bi < 
 // block_argmax returns, in every thread, the best (value, index) of the
 // block's candidates (index -1: none). blockDim.x is a multiple of 32.
 __device__ inline void block_argmax(float& v, long& i) {
-  __shared__ float sv[32];
-  __shared__ long si[32];
+  HONE_SHARED(float, sv, 32);
+  HONE_SHARED(long, si, 32);
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFullMask, v, o);
     const long oi = __shfl_xor_sync(kFullMask, i, o);
@@ -72,9 +72,9 @@ __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
 // sample_kernel: one block per row, at most kSampleThreads threads.
 __global__ void sample_kernel(const float* logits, long vocab, const hone_sampling* params, int top_n, int32_t* tokens,
                               float* logp, int32_t* top_ids, float* top_logp) {
-  __shared__ float cand_v[kMaxCandidates];
-  __shared__ long cand_i[kMaxCandidates];
-  __shared__ float slice[kSampleThreads];
+  HONE_SHARED(float, cand_v, kMaxCandidates);
+  HONE_SHARED(long, cand_i, kMaxCandidates);
+  HONE_SHARED(float, slice, kSampleThreads);
   const long row = blockIdx.x;
   const float* x = logits + row * vocab;
   const hone_sampling p = params[row];

@@ -19,6 +19,17 @@
 //     bytes before every block so that reading what was not written shows;
 //   - atomics are host atomics.
 //
+// Racecheck (a stream's racecheck flag, set from Go with SetRacecheck), in
+// the spirit of compute-sanitizer --tool racecheck: shared memory declared
+// with HONE_SHARED / HONE_DYNAMIC_SHARED is reached through shared_array /
+// sptr / sref below, which record every access of a 4-byte word (the
+// thread, the block's barrier phase, the thread's warp epoch). Two accesses
+// of one word by different threads in the same phase (no __syncthreads
+// between them), at least one a write, not both atomics and not ordered by
+// a __syncwarp or shuffle of their own warp, are a hazard (RAW, WAR, WAW)
+// and fail the launch with the kernel, block, threads and word. Without the
+// flag an access costs one test of a thread_local flag.
+//
 // The schedules are adversarial on purpose (run_block): by default each
 // fiber runs until it blocks, in thread order, so a reduction that reads
 // shared memory without a __syncthreads after the writes reads what the
@@ -90,8 +101,14 @@ enum cudaMemcpyKind {
 // A stream of the shim carries the schedule its launches run under (see
 // run_block): false, passes over the block in thread order; true, each warp
 // runs ahead as far as it can before the next warp moves.
+// It also carries the racecheck switch and, for tests only, a barrier
+// to drop (a __syncthreads call site that returns at once, as if the line
+// were deleted: the mutation tests remove barriers without recompiling).
 struct CUstream_st {
   bool eager_warps = false;
+  bool racecheck = false;
+  char drop_file[64] = {0};  // base name of the file, e.g. "common.cuh"
+  int drop_line = 0;         // 0: none
 };
 typedef CUstream_st* cudaStream_t;
 
@@ -203,6 +220,31 @@ struct Fiber {
 
 constexpr size_t kStack = 64 << 10;
 
+struct Shadow;
+
+// Region is one shared-memory array as racecheck sees it: where it is, its
+// name for reports, and one Shadow per 4-byte word.
+struct Region {
+  const char* name;
+  unsigned char* base;
+  size_t bytes;
+  Shadow* shadow;
+};
+
+// Shadow is racecheck's record of one shared-memory word within the
+// current barrier phase of a block: the last writer and up to two readers
+// (linear thread ids, -1 none) with the warp epoch each access happened in.
+// A record from an earlier phase (a barrier or another block since) is
+// stale and treated as empty: everything before a barrier is ordered.
+struct Shadow {
+  uint64_t phase = 0;
+  int32_t writer = -1;
+  uint32_t wepoch = 0;
+  bool watomic = false;
+  int32_t reader[2] = {-1, -1};
+  uint32_t repoch[2] = {0, 0};
+};
+
 struct Runner {
   std::vector<Fiber> fibers;
   std::vector<char*> stacks;  // kept across launches
@@ -212,6 +254,19 @@ struct Runner {
   std::vector<unsigned char> dyn;  // dynamic shared memory
   std::string error;               // first error of the current launch
   cudaError_t last = cudaSuccess;  // what cudaGetLastError returns
+  const char* kernel = "";         // the running kernel's name, for reports
+  // Racecheck state. phase counts blocks and barrier releases (never reset,
+  // so records of earlier launches and blocks are stale); warp_epoch counts
+  // each warp's completed rendezvous (__syncwarp, shuffles, votes) within
+  // the block.
+  bool racecheck = false;
+  uint64_t phase = 1;
+  std::vector<uint32_t> warp_epoch;
+  std::vector<Shadow> dyn_shadow;
+  Region dyn_region{"dynamic shared memory", nullptr, 0, nullptr};
+  // The barrier dropped by a test (CUstream_st::drop_file, drop_line).
+  const char* drop_file = "";
+  int drop_line = 0;
 };
 
 inline thread_local Runner runner;
@@ -251,6 +306,19 @@ inline bool release_warp(unsigned w, size_t n) {
     any = true;
   }
   if (!any) return false;
+  // The rendezvous orders the accesses of the lanes before it against those
+  // after it (racecheck's warp epoch) when every waiting lane named all of
+  // them; a partial mask orders nothing, conservatively.
+  unsigned live = 0;
+  for (size_t i = lo; i < hi; i++) {
+    if (runner.fibers[i].wait == Wait::warp) live |= 1u << (i - lo);
+  }
+  bool full = true;
+  for (size_t i = lo; i < hi; i++) {
+    const Fiber& f = runner.fibers[i];
+    if (f.wait == Wait::warp && (f.mask & live) != live) full = false;
+  }
+  if (full) runner.warp_epoch[w]++;
   for (size_t i = lo; i < hi; i++) {
     Fiber& f = runner.fibers[i];
     if (f.wait != Wait::warp) continue;
@@ -301,6 +369,8 @@ inline bool release_warp(unsigned w, size_t n) {
 inline void run_block(bool eager_warps) {
   const size_t n = size_t(blockDim.x) * blockDim.y * blockDim.z;
   runner.fibers.assign(n, Fiber{});
+  runner.warp_epoch.assign((n + 31) / 32, 0);
+  runner.phase++;  // a new block: every shared-memory record is stale
   while (runner.stacks.size() < n) runner.stacks.push_back(static_cast<char*>(std::malloc(kStack)));
   for (size_t i = 0; i < n; i++) {
     Fiber& f = runner.fibers[i];
@@ -333,6 +403,7 @@ inline void run_block(bool eager_warps) {
       for (Fiber& f : runner.fibers) {
         if (f.wait == Wait::block) f.wait = Wait::none;
       }
+      runner.phase++;  // the barrier orders everything before it
       released = true;
     } else {
       for (unsigned w = 0; w * 32 < n; w++) released |= release_warp(w, n);
@@ -346,7 +417,8 @@ inline void run_block(bool eager_warps) {
 }
 
 // launch runs body for every thread of every block of the grid.
-inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, std::function<void()> body) {
+inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          std::function<void()> body) {
   const size_t threads = size_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
       grid.y > 65535 || grid.z > 65535 || smem > 227 * 1024) {
@@ -355,9 +427,19 @@ inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
   }
   runner.error.clear();
   runner.body = &body;
+  runner.kernel = name;
   gridDim = grid;
   blockDim = block;
-  runner.dyn.resize(smem + 16);
+  // 16 bytes for the alignment, 16 of slack: a racecheck out-of-bounds
+  // report (record) still lets the access through.
+  runner.dyn.resize(smem + 32);
+  runner.racecheck = stream && stream->racecheck;
+  runner.drop_file = stream ? stream->drop_file : "";
+  runner.drop_line = stream ? stream->drop_line : 0;
+  uintptr_t dyn = (reinterpret_cast<uintptr_t>(runner.dyn.data()) + 15) & ~uintptr_t(15);
+  if (runner.racecheck) runner.dyn_shadow.resize(smem / 4 + 1);
+  runner.dyn_region = Region{"dynamic shared memory", reinterpret_cast<unsigned char*>(dyn), smem,
+                             runner.racecheck ? runner.dyn_shadow.data() : nullptr};
   // Blocks run last to first: the device promises no order, and a kernel
   // that counts on block 0 running before the others fails here.
   for (unsigned z = grid.z; z-- > 0 && runner.error.empty();) {
@@ -370,14 +452,201 @@ inline cudaError_t launch(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
     }
   }
   runner.body = nullptr;
+  runner.racecheck = false;
+  runner.drop_line = 0;
   if (!runner.error.empty()) runner.last = cudaErrorLaunchFailure;
   return runner.last;
 }
 
-inline void* dynamic_shared() {
-  // 16-byte alignment, as extern __shared__ arrays have.
-  uintptr_t p = reinterpret_cast<uintptr_t>(runner.dyn.data());
-  return reinterpret_cast<void*>((p + 15) & ~uintptr_t(15));
+// ---- racecheck ----------------------------------------------------------------
+// What an access does to a word: atomics (read-modify-write) are recorded
+// as writes that do not conflict with other atomics.
+enum class Access { read, write, atomic };
+
+// same_file reports whether path names the file base (compared by base
+// name: the compiler spells include paths in several ways).
+inline bool same_file(const char* path, const char* base) {
+  const char* slash = std::strrchr(path, '/');
+  return std::strcmp(slash ? slash + 1 : path, base) == 0;
+}
+
+inline std::string thread_name(int32_t t) {
+  const uint3 id = runner.fibers[size_t(t)].tid;
+  return "(" + std::to_string(id.x) + "," + std::to_string(id.y) + "," + std::to_string(id.z) + ")";
+}
+
+// ordered reports whether thread a's access at warp epoch ea happens before
+// the running thread b's access in the current phase: program order within
+// a thread, or a completed rendezvous of their warp since a's access.
+inline bool ordered(int32_t a, uint32_t ea, int32_t b) {
+  if (a == b) return true;
+  const size_t w = size_t(a) / 32;
+  return w == size_t(b) / 32 && runner.warp_epoch[w] != ea;
+}
+
+inline const char* verb(Access a) { return a == Access::read ? "read" : a == Access::write ? "wrote" : "atomically updated"; }
+
+// hazard fails the launch with the first hazard's context.
+inline void hazard(const char* kind, const Region* r, size_t word, int32_t first, Access fa, Access second) {
+  fail(std::string("racecheck: ") + kind + " hazard on shared memory in " + runner.kernel + ", block (" +
+       std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
+       "): thread " + thread_name(first) + " " + verb(fa) + " and thread " + thread_name(runner.cur) + " " +
+       verb(second) + " " + r->name + " word " + std::to_string(word) + " (byte " + std::to_string(4 * word) +
+       ") with no __syncthreads between");
+}
+
+// check_word applies one access of the running thread to one word.
+inline void check_word(const Region* r, size_t word, Access acc) {
+  Shadow& s = r->shadow[word];
+  const int32_t t = runner.cur;
+  const uint32_t e = runner.warp_epoch[size_t(t) / 32];
+  if (s.phase != runner.phase) s = Shadow{runner.phase};
+  if (s.writer >= 0 && !ordered(s.writer, s.wepoch, t) && !(acc == Access::atomic && s.watomic)) {
+    hazard(acc == Access::read ? "RAW" : "WAW", r, word, s.writer, s.watomic ? Access::atomic : Access::write, acc);
+    return;
+  }
+  if (acc != Access::read) {
+    for (int k = 0; k < 2; k++) {
+      if (s.reader[k] >= 0 && !ordered(s.reader[k], s.repoch[k], t)) {
+        hazard("WAR", r, word, s.reader[k], Access::read, acc);
+        return;
+      }
+    }
+    s.writer = t;
+    s.wepoch = e;
+    s.watomic = acc == Access::atomic;
+    return;
+  }
+  // Two reader slots, kept so that a later conflicting write still finds
+  // one: a thread already there moves to its latest epoch; a new reader
+  // takes a free slot, or replaces slot 1 when that brings a second warp
+  // in, or replaces the reader of its own warp it is later than (the
+  // earlier one is ordered before whatever the later one is ordered
+  // before). A reader dropped otherwise can hide a hazard only in a mix of
+  // three or more readers; DESIGN.md says so.
+  for (int k = 0; k < 2; k++) {
+    if (s.reader[k] < 0 || s.reader[k] == t) {
+      s.reader[k] = t;
+      s.repoch[k] = e;
+      return;
+    }
+  }
+  const size_t w0 = size_t(s.reader[0]) / 32, w1 = size_t(s.reader[1]) / 32, wt = size_t(t) / 32;
+  int k = -1;
+  if (w1 == w0 && wt != w0) k = 1;
+  else if (wt == w1 && s.repoch[1] != e) k = 1;
+  else if (wt == w0 && s.repoch[0] != e) k = 0;
+  if (k >= 0) {
+    s.reader[k] = t;
+    s.repoch[k] = e;
+  }
+}
+
+// record checks an access of bytes bytes at p in region r (when racecheck
+// is on): every 4-byte word it touches, and the bounds of the region.
+inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
+  if (!runner.racecheck || runner.cur < 0 || !runner.error.empty()) return;
+  const size_t off = size_t(static_cast<const unsigned char*>(p) - r->base);
+  if (off >= r->bytes || r->bytes - off < bytes) {
+    fail(std::string("racecheck: ") + runner.kernel + ", thread " + thread_name(runner.cur) + ": access of " +
+         std::to_string(bytes) + " bytes at byte " + std::to_string(ptrdiff_t(off)) + " of " + r->name + " (" +
+         std::to_string(r->bytes) + " bytes)");
+    return;
+  }
+  for (size_t w = off / 4; w <= (off + bytes - 1) / 4 && runner.error.empty(); w++) check_word(r, w, acc);
+}
+
+template <class T>
+struct sptr;
+
+// sref is an element of shared memory: reading it (conversion to T) and
+// assigning it are recorded, then done on the host memory.
+template <class T>
+struct sref {
+  T* p;
+  const Region* r;
+  operator T() const {
+    record(r, p, sizeof(T), Access::read);
+    return *p;
+  }
+  const sref& operator=(const T& v) const {
+    record(r, p, sizeof(T), Access::write);
+    *p = v;
+    return *this;
+  }
+  const sref& operator=(const sref& o) const { return *this = T(o); }
+  // Compound assignment: a read, then a write, of the same thread.
+  template <class U>
+  const sref& operator+=(const U& v) const {
+    T x = T(*this);
+    x += v;
+    return *this = x;
+  }
+  template <class U>
+  const sref& operator-=(const U& v) const {
+    T x = T(*this);
+    x -= v;
+    return *this = x;
+  }
+  template <class U>
+  const sref& operator*=(const U& v) const {
+    T x = T(*this);
+    x *= v;
+    return *this = x;
+  }
+  template <class U>
+  const sref& operator/=(const U& v) const {
+    T x = T(*this);
+    x /= v;
+    return *this = x;
+  }
+  sptr<T> operator&() const { return sptr<T>{p, r}; }
+};
+
+// sptr is a pointer into shared memory: arithmetic as on T*, element access
+// through sref. There is no conversion to T*: every access goes through
+// here, so none escapes racecheck.
+template <class T>
+struct sptr {
+  T* p;
+  const Region* r;
+  sref<T> operator[](ptrdiff_t i) const { return sref<T>{p + i, r}; }
+  sref<T> operator*() const { return sref<T>{p, r}; }
+  sptr operator+(ptrdiff_t i) const { return sptr{p + i, r}; }
+  sptr operator-(ptrdiff_t i) const { return sptr{p - i, r}; }
+  friend sptr operator+(ptrdiff_t i, sptr q) { return q + i; }
+  ptrdiff_t operator-(sptr q) const { return p - q.p; }
+  sptr& operator+=(ptrdiff_t i) {
+    p += i;
+    return *this;
+  }
+  sptr& operator++() {
+    ++p;
+    return *this;
+  }
+};
+
+// shared_array is HONE_SHARED's __shared__ T name[N]: the elements, their
+// shadow words, and the region racecheck reports them as.
+template <class T, size_t N>
+struct shared_array {
+  T data[N];
+  Shadow shadow[(N * sizeof(T) + 3) / 4];
+  Region region;
+  explicit shared_array(const char* name)
+      : data{}, region{name, reinterpret_cast<unsigned char*>(data), sizeof(data), shadow} {}
+  shared_array(const shared_array&) = delete;
+  shared_array& operator=(const shared_array&) = delete;
+  sref<T> operator[](ptrdiff_t i) { return sref<T>{data + i, &region}; }
+  operator sptr<T>() { return sptr<T>{data, &region}; }
+  sptr<T> operator+(ptrdiff_t i) { return sptr<T>{data + i, &region}; }
+};
+
+// dynamic_shared_ptr is the launch's dynamic shared memory (16-byte
+// aligned, as extern __shared__ arrays are).
+template <class T>
+inline sptr<T> dynamic_shared_ptr() {
+  return sptr<T>{reinterpret_cast<T*>(runner.dyn_region.base), &runner.dyn_region};
 }
 
 template <class T>
@@ -402,11 +671,14 @@ inline T warp_exchange(WarpOp op, unsigned mask, T v, int src) {
 }  // namespace emu
 
 // ---- kernel-side primitives ------------------------------------------------
-inline void __syncthreads() {
+// The call site (file, line) comes in through default arguments so that a
+// test can drop one barrier (CUstream_st::drop_line) as if it were deleted.
+inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   if (emu::runner.cur < 0) {
     emu::fail("__syncthreads outside a kernel");
     return;
   }
+  if (line == emu::runner.drop_line && emu::same_file(file, emu::runner.drop_file)) return;
   emu::park(emu::Wait::block);
 }
 
@@ -466,15 +738,33 @@ inline int atomicMax(int* p, int v) {
   return old;
 }
 
+// Atomics on shared memory (&array[i] is an emu::sptr): recorded as atomic
+// accesses, which conflict with plain accesses but not with each other.
+template <class T, class V>
+inline T atomicAdd(emu::sptr<T> p, V v) {
+  emu::record(p.r, p.p, sizeof(T), emu::Access::atomic);
+  return atomicAdd(p.p, T(v));
+}
+template <class T, class V>
+inline T atomicMax(emu::sptr<T> p, V v) {
+  emu::record(p.r, p.p, sizeof(T), emu::Access::atomic);
+  return atomicMax(p.p, T(v));
+}
+
 // ---- launches ----------------------------------------------------------------
 // HONE_LAUNCH(kernel, grid, block, shared bytes, stream, args...) is
 // kernel<<<grid, block, shared bytes, stream>>>(args...) on the device.
 #define HONE_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::emu::launch(dim3(grid), dim3(block), (smem), (stream), [=]() { kernel(__VA_ARGS__); })
+  ::emu::launch(#kernel, dim3(grid), dim3(block), (smem), (stream), [=]() { kernel(__VA_ARGS__); })
 
 // HONE_DYNAMIC_SHARED(type, name) declares the block's dynamic shared memory
-// (the launch's shared bytes) as type name[].
-#define HONE_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::emu::dynamic_shared())
+// (the launch's shared bytes) as type name[]: here an instrumented pointer
+// (emu::sptr), so views of it are declared auto in the kernels.
+#define HONE_DYNAMIC_SHARED(type, name) ::emu::sptr<type> name = ::emu::dynamic_shared_ptr<type>()
+
+// HONE_SHARED(type, name, n) declares __shared__ type name[n]: here one
+// instrumented array per launching OS thread (see racecheck above).
+#define HONE_SHARED(type, name, n) static thread_local ::emu::shared_array<type, (n)> name(#name)
 
 // ---- runtime API on host memory -------------------------------------------
 inline cudaError_t cudaGetLastError() {

@@ -43,19 +43,127 @@ __global__ void exited_lane_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, float(threadIdx.x), 1);
 }
 
+// ---- racecheck self-tests: kernels with one deliberate hazard each (and
+// the race-free counterparts that must not be reported), 64 threads.
+
+// raw_kernel: thread 0 writes buf[0], every thread reads it, no barrier
+// (RAW: thread 1 reads what thread 0 wrote).
+__global__ void raw_kernel(float* out) {
+  HONE_SHARED(float, buf, 64);
+  if (threadIdx.x == 0) buf[0] = 1;
+  out[threadIdx.x] = buf[0];
+}
+
+// war_kernel: each thread reads its right neighbour's word and then
+// overwrites its own, with no barrier between (the classic reuse without
+// __syncthreads; WAR: thread 0 read word 1, thread 1 writes it).
+__global__ void war_kernel(float* out) {
+  HONE_SHARED(float, buf, 64);
+  const int t = threadIdx.x;
+  buf[t] = float(t);
+  __syncthreads();
+  out[t] = buf[(t + 1) % 64];
+  buf[t] = 0;
+}
+
+// waw_kernel: every thread writes word 0 (WAW).
+__global__ void waw_kernel(float* out) {
+  HONE_SHARED(float, buf, 64);
+  buf[0] = float(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = buf[0];
+}
+
+// atomics_ok_kernel: every thread adds to word 0 atomically between two
+// barriers; race-free. out[t] = 64 * 63 / 2.
+__global__ void atomics_ok_kernel(float* out) {
+  HONE_SHARED(float, buf, 1);
+  if (threadIdx.x == 0) buf[0] = 0;
+  __syncthreads();
+  atomicAdd(&buf[0], float(threadIdx.x));
+  __syncthreads();
+  out[threadIdx.x] = buf[0];
+}
+
+// atomic_read_kernel: the same, without the second barrier: the plain read
+// races with the other threads' atomics (RAW).
+__global__ void atomic_read_kernel(float* out) {
+  HONE_SHARED(float, buf, 1);
+  if (threadIdx.x == 0) buf[0] = 0;
+  __syncthreads();
+  atomicAdd(&buf[0], float(threadIdx.x));
+  out[threadIdx.x] = buf[0];
+}
+
+// warp_sync_kernel: lanes exchange words through shared memory within
+// their warp, ordered by __syncwarp (warp-synchronous, race-free).
+__global__ void warp_sync_kernel(float* out) {
+  HONE_SHARED(float, buf, 64);
+  const int t = threadIdx.x;
+  buf[t] = float(t);
+  __syncwarp();
+  out[t] = buf[t ^ 1];
+}
+
+// cross_warp_kernel: the same exchange across warps (t ^ 32): __syncwarp
+// does not order two warps (RAW or WAR between warp 0 and warp 1).
+__global__ void cross_warp_kernel(float* out) {
+  HONE_SHARED(float, buf, 64);
+  const int t = threadIdx.x;
+  buf[t] = float(t);
+  __syncwarp();
+  out[t] = buf[t ^ 32];
+}
+
+// block_max_twice_kernel: two block maxima in a row, which reuse
+// block_max's shared partials: race-free with its trailing barrier, a WAR
+// hazard without it (no kernel of csrc/ calls block_max twice, so only
+// this shows the trailing barrier is needed). out[t] = 63 + 1000.
+__global__ void block_max_twice_kernel(float* out) {
+  const float a = hone::block_max(float(threadIdx.x));
+  const float b = hone::block_max(float(1000 - int(threadIdx.x)));
+  out[threadIdx.x] = a + b;
+}
+
+// dynamic_oob_kernel: thread 63 writes one float past the launch's 256
+// bytes of dynamic shared memory.
+__global__ void dynamic_oob_kernel(float* out) {
+  HONE_DYNAMIC_SHARED(float, dyn);
+  dyn[threadIdx.x + 1] = 1;
+  out[threadIdx.x] = 0;
+}
+
 }  // namespace emu_selftest
 
 // hone_emu_selftest runs self-test which (0 shuffles, 1 atomics, 2
-// divergent, 3 exited lane) into out (at least 320 floats), returning 0 or
-// -1 with the launch error in err.
-extern "C" int hone_emu_selftest(int which, float* out, char* err, size_t errlen) {
+// divergent, 3 exited lane; racecheck: 4 RAW, 5 WAR, 6 WAW, 7 atomics, 8
+// plain read after atomics, 9 warp-synchronous, 10 across warps, 11
+// block_max twice, 12 dynamic shared memory out of bounds) into out (at
+// least 320 floats), returning 0 or -1 with the launch error in err.
+// racecheck turns racecheck on; drop_line > 0 drops the __syncthreads at
+// drop_file:drop_line (see CUstream_st).
+extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* out,
+                                 char* err, size_t errlen) {
   using namespace emu_selftest;
+  CUstream_st s;
+  s.racecheck = racecheck != 0;
+  snprintf(s.drop_file, sizeof s.drop_file, "%s", drop_file ? drop_file : "");
+  s.drop_line = drop_line;
   cudaGetLastError();
   switch (which) {
-    case 0: HONE_LAUNCH(shuffles_kernel, 1, 64, 0, nullptr, out); break;
-    case 1: HONE_LAUNCH(atomics_kernel, 4, 128, 0, nullptr, out); break;
-    case 2: HONE_LAUNCH(divergent_kernel, 1, 64, 0, nullptr, out); break;
-    case 3: HONE_LAUNCH(exited_lane_kernel, 1, 32, 0, nullptr, out); break;
+    case 0: HONE_LAUNCH(shuffles_kernel, 1, 64, 0, &s, out); break;
+    case 1: HONE_LAUNCH(atomics_kernel, 4, 128, 0, &s, out); break;
+    case 2: HONE_LAUNCH(divergent_kernel, 1, 64, 0, &s, out); break;
+    case 3: HONE_LAUNCH(exited_lane_kernel, 1, 32, 0, &s, out); break;
+    case 4: HONE_LAUNCH(raw_kernel, 1, 64, 0, &s, out); break;
+    case 5: HONE_LAUNCH(war_kernel, 1, 64, 0, &s, out); break;
+    case 6: HONE_LAUNCH(waw_kernel, 1, 64, 0, &s, out); break;
+    case 7: HONE_LAUNCH(atomics_ok_kernel, 1, 64, 0, &s, out); break;
+    case 8: HONE_LAUNCH(atomic_read_kernel, 1, 64, 0, &s, out); break;
+    case 9: HONE_LAUNCH(warp_sync_kernel, 1, 64, 0, &s, out); break;
+    case 10: HONE_LAUNCH(cross_warp_kernel, 1, 64, 0, &s, out); break;
+    case 11: HONE_LAUNCH(block_max_twice_kernel, 1, 64, 0, &s, out); break;
+    case 12: HONE_LAUNCH(dynamic_oob_kernel, 1, 64, 64 * sizeof(float), &s, out); break;
     default: snprintf(err, errlen, "no self-test %d", which); return -1;
   }
   cudaError_t e = cudaGetLastError();
@@ -69,3 +177,14 @@ extern "C" int hone_emu_selftest(int which, float* out, char* err, size_t errlen
 // hone_emu_eager_warps sets the schedule of the context's launches (see
 // run_block in cuda_emu.h).
 extern "C" void hone_emu_eager_warps(hone_ctx* c, int on) { c->stream->eager_warps = on != 0; }
+
+// hone_emu_racecheck turns racecheck on or off for the context's launches.
+extern "C" void hone_emu_racecheck(hone_ctx* c, int on) { c->stream->racecheck = on != 0; }
+
+// hone_emu_drop_barrier makes the __syncthreads at file:line (file a base
+// name) return at once in the context's launches, as if deleted; line 0
+// restores every barrier. For the mutation tests only.
+extern "C" void hone_emu_drop_barrier(hone_ctx* c, const char* file, int line) {
+  snprintf(c->stream->drop_file, sizeof c->stream->drop_file, "%s", file);
+  c->stream->drop_line = line;
+}

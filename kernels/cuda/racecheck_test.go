@@ -1,0 +1,228 @@
+//go:build cgo && !cuda
+
+package cuda
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hone-rl/hone/kernels/conformance"
+)
+
+// TestRacecheckSelftest: the shim's racecheck reports each deliberately
+// racy kernel of csrc/emu/selftest.cuh with the right kind of hazard and
+// leaves the race-free ones (atomics between barriers, warp-synchronous
+// exchange after __syncwarp, block_max called twice) alone. With racecheck
+// off the racy kernels run without an error: it is the switch that finds
+// them.
+func TestRacecheckSelftest(t *testing.T) {
+	cases := []struct {
+		which int
+		name  string
+		want  string // the report's start; "" for race-free
+	}{
+		{4, "write then read without a barrier", "racecheck: RAW hazard on shared memory in raw_kernel, block (0,0,0): thread (0,0,0) wrote and thread (1,0,0) read buf word 0"},
+		{5, "read then overwrite without a barrier", "racecheck: WAR hazard on shared memory in war_kernel, block (0,0,0): thread (0,0,0) read and thread (1,0,0) wrote buf word 1"},
+		{6, "two threads write one word", "racecheck: WAW hazard on shared memory in waw_kernel, block (0,0,0): thread (0,0,0) wrote and thread (1,0,0) wrote buf word 0"},
+		{7, "atomics between barriers", ""},
+		// Thread 0 reads after its own atomic; thread 1's atomic then
+		// overwrites what thread 0 read.
+		{8, "plain read beside other threads' atomics", "racecheck: WAR hazard on shared memory in atomic_read_kernel, block (0,0,0): thread (0,0,0) read and thread (1,0,0) atomically updated buf word 0"},
+		{9, "exchange within a warp after __syncwarp", ""},
+		{10, "exchange across warps after __syncwarp", "racecheck: RAW hazard on shared memory in cross_warp_kernel, block (0,0,0): thread (32,0,0) wrote and thread (0,0,0) read buf word 32"},
+		{11, "block_max twice", ""},
+		{12, "dynamic shared memory out of bounds", "racecheck: dynamic_oob_kernel, thread (63,0,0): access of 4 bytes at byte 256 of dynamic shared memory (256 bytes)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := emuSelftestWith(c.which, true, "", 0)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("race-free kernel reported: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("err %v\nwant %s...", err, c.want)
+			}
+			if c.which == 12 {
+				return // writes past the buffer without racecheck
+			}
+			if _, err := emuSelftestWith(c.which, false, "", 0); err != nil {
+				t.Fatalf("without racecheck: %v", err)
+			}
+		})
+	}
+	out, err := emuSelftestWith(7, true, "", 0)
+	if err != nil || out[0] != 64*63/2 || out[63] != 64*63/2 {
+		t.Fatalf("atomics on shared memory: %v %v", out[:2], err)
+	}
+	out, err = emuSelftestWith(11, true, "", 0)
+	if err != nil || out[0] != 63+1000 {
+		t.Fatalf("block_max twice: %v %v", out[:2], err)
+	}
+}
+
+// TestConformanceRacecheck runs the conformance suite on every kernel
+// variant with racecheck on: no hazard in any kernel (a report is a backend
+// error, which fails the group), and results as without it. The sampling
+// kernel, outside the suite, runs under racecheck in TestSampleMatchesReference.
+func TestConformanceRacecheck(t *testing.T) {
+	for _, v := range Variants() {
+		t.Run(v, func(t *testing.T) {
+			be, err := NewEmulated(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			be.SetRacecheck(true)
+			conformance.Run(t, be)
+		})
+	}
+}
+
+// barrier is one __syncthreads call site of csrc/.
+type barrier struct {
+	file string // base name
+	line int
+}
+
+// barriers lists every __syncthreads call site of the kernels (csrc/, not
+// the shim), skipping comments.
+func barriers(t *testing.T) []barrier {
+	t.Helper()
+	var bs []barrier
+	for _, pat := range []string{"csrc/*.cu", "csrc/*.cuh"} {
+		files, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(fh)
+			for n := 1; sc.Scan(); n++ {
+				code, _, _ := strings.Cut(sc.Text(), "//")
+				if strings.Contains(code, "__syncthreads()") {
+					bs = append(bs, barrier{filepath.Base(f), n})
+				}
+			}
+			fh.Close()
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].file < bs[j].file || bs[i].file == bs[j].file && bs[i].line < bs[j].line })
+	return bs
+}
+
+// recorder is a conformance.T that keeps the messages.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// raceReport returns the first racecheck report among the messages.
+func (r *recorder) raceReport() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		if i := strings.Index(m, "racecheck: "); i >= 0 {
+			return m[i:]
+		}
+	}
+	return ""
+}
+
+// findRace runs, with the barrier b dropped and racecheck on, what may
+// reach it until racecheck reports a hazard: the block_max-twice self-test,
+// the sampling kernel, then the conformance groups of each variant. It
+// returns where it was caught and the report, or "" if nothing reported.
+func findRace(t *testing.T, b barrier) (where, report string) {
+	t.Helper()
+	if _, err := emuSelftestWith(11, true, b.file, b.line); err != nil {
+		return "block_max twice (selftest.cuh)", err.Error()
+	}
+	for _, v := range Variants() {
+		be, err := NewEmulated(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.SetRacecheck(true)
+		be.dropBarrier(b.file, b.line)
+		if v == VariantReadable {
+			rng := rand.New(rand.NewPCG(3, 4))
+			x := make([]float32, 4*300)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			lt := be.Upload(x, 4, 300)
+			be.Sample(lt, []Sampling{{Temperature: 1, TopP: 1}, {Temperature: 0.7, TopK: 5, TopP: 1}, {TopP: 1}, {Temperature: 1, TopP: 0.9}}, 3)
+			if err := be.Err(); err != nil {
+				be.Close()
+				return "Sample", err.Error()
+			}
+		}
+		for _, g := range conformance.Groups(be) {
+			rec := &recorder{}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g.Run(rec)
+			}()
+			wg.Wait()
+			if r := rec.raceReport(); r != "" {
+				be.Close()
+				return v + "/" + g.Name, r
+			}
+		}
+		be.Close()
+	}
+	return "", ""
+}
+
+// TestRacecheckCatchesEveryMissingBarrier removes each __syncthreads of
+// csrc/ in turn (dropped at run time by the shim, the same as deleting the
+// line) and requires racecheck to report a hazard, including block_max's
+// trailing barrier, which the schedules miss because no kernel calls
+// block_max twice (the block_max-twice self-test kernel does).
+func TestRacecheckCatchesEveryMissingBarrier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the conformance suite under racecheck once per barrier")
+	}
+	bs := barriers(t)
+	if len(bs) < 17 {
+		t.Fatalf("found %d __syncthreads call sites, want at least 17: %v", len(bs), bs)
+	}
+	for _, b := range bs {
+		t.Run(fmt.Sprintf("%s:%d", b.file, b.line), func(t *testing.T) {
+			start := time.Now()
+			where, report := findRace(t, b)
+			if report == "" {
+				t.Fatalf("dropping the __syncthreads at %s:%d: no hazard reported", b.file, b.line)
+			}
+			t.Logf("caught in %s (%.1fs): %s", where, time.Since(start).Seconds(), report)
+		})
+	}
+}
