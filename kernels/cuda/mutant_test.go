@@ -17,6 +17,10 @@ import (
 type mutant struct {
 	name, file, from, to, test string
 	asan                       bool // run under AddressSanitizer (the wrong write is outside every checked value)
+	// race, when set, is a test run with the shim's racecheck that must
+	// fail with a racecheck report (a hazard, not a wrong value). test may
+	// then be empty: racecheck alone catches the mutant.
+	race string
 }
 
 var mutants = []mutant{
@@ -26,6 +30,7 @@ var mutants = []mutant{
 		from: "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n",
 		to:   "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n",
 		test: "TestConformanceEmulated/fast/passes/RMSNorm",
+		race: "TestConformanceRacecheck/fast/RMSNorm",
 	},
 	{
 		// Caught only when a warp runs ahead (the eager-warps schedule):
@@ -36,6 +41,17 @@ var mutants = []mutant{
 		from: "  v = lane < warps ? partial[lane] : T(0);\n  v = warp_sum(v);\n  __syncthreads();\n",
 		to:   "  v = lane < warps ? partial[lane] : T(0);\n  v = warp_sum(v);\n",
 		test: "TestConformanceEmulated/fast/eager-warps/RMSNorm",
+		race: "TestConformanceRacecheck/fast/RMSNorm",
+	},
+	{
+		// No kernel of csrc/ calls block_max twice, so neither schedule
+		// nor any value shows this barrier missing; racecheck does, in the
+		// self-test kernel that calls block_max twice.
+		name: "missing trailing __syncthreads in block_max",
+		file: "csrc/common.cuh",
+		from: "  v = lane < warps ? partial[lane] : -INFINITY;\n  v = warp_max(v);\n  __syncthreads();\n",
+		to:   "  v = lane < warps ? partial[lane] : -INFINITY;\n  v = warp_max(v);\n",
+		race: "TestRacecheckSelftest/block_max_twice",
 	},
 	{
 		name: "off-by-one block index in rmsnorm_kernel2",
@@ -50,6 +66,7 @@ var mutants = []mutant{
 		from: "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n    __syncthreads();\n",
 		to:   "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n",
 		test: "TestConformanceEmulated/fast/passes/Attention",
+		race: "TestConformanceRacecheck/fast/Attention",
 	},
 	{
 		name: "off-by-one causal mask in attention_bwd_dkdv_kernel",
@@ -73,7 +90,9 @@ var mutants = []mutant{
 // TestMutantsFail shows the emulated conformance suite catches broken
 // kernels: for each mutant it copies this package into a scratch module,
 // applies the edit, and runs the conformance subtest, which must fail (and
-// fail in the suite, not in the build).
+// fail in the suite, not in the build); a missing barrier must also be
+// reported by racecheck. (TestRacecheckCatchesEveryMissingBarrier drops
+// every barrier in turn without recompiling; these are real edits.)
 func TestMutantsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles the emulated backend once per mutant")
@@ -107,8 +126,23 @@ func TestMutantsFail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			args := []string{"test", "-count=1", "-run", "^" + strings.ReplaceAll(m.test, "/", "$/^") + "$", "./cuda"}
 			env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+			if m.race != "" {
+				cmd := exec.Command("go", "test", "-count=1", "-run", "^"+strings.ReplaceAll(m.race, "/", "$/^")+"$", "./cuda")
+				cmd.Dir = mod
+				cmd.Env = env
+				out, err := cmd.CombinedOutput()
+				i := bytes.Index(out, []byte("racecheck: "))
+				if err == nil || !bytes.Contains(out, []byte("--- FAIL: "+m.race)) || i < 0 {
+					t.Fatalf("racecheck did not report the mutant in %s:\n%s", m.race, out)
+				}
+				line, _, _ := bytes.Cut(out[i:], []byte("\n"))
+				t.Logf("racecheck: %s", line)
+			}
+			if m.test == "" {
+				return
+			}
+			args := []string{"test", "-count=1", "-run", "^" + strings.ReplaceAll(m.test, "/", "$/^") + "$", "./cuda"}
 			if m.asan {
 				args = append([]string{"test", "-asan"}, args[1:]...)
 				env = append(env, "ASAN_OPTIONS=detect_leaks=0")

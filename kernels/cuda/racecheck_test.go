@@ -121,7 +121,9 @@ func barriers(t *testing.T) []barrier {
 			fh.Close()
 		}
 	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].file < bs[j].file || bs[i].file == bs[j].file && bs[i].line < bs[j].line })
+	sort.Slice(bs, func(i, j int) bool {
+		return bs[i].file < bs[j].file || bs[i].file == bs[j].file && bs[i].line < bs[j].line
+	})
 	return bs
 }
 
@@ -177,7 +179,12 @@ func findRace(t *testing.T, b barrier) (where, report string) {
 				x[i] = float32(rng.NormFloat64())
 			}
 			lt := be.Upload(x, 4, 300)
-			be.Sample(lt, []Sampling{{Temperature: 1, TopP: 1}, {Temperature: 0.7, TopK: 5, TopP: 1}, {TopP: 1}, {Temperature: 1, TopP: 0.9}}, 3)
+			params := []Sampling{{Temperature: 1, TopP: 1}, {Temperature: 0.7, TopK: 5, TopP: 1}, {TopP: 1}, {Temperature: 1, TopP: 0.9}}
+			// Without top-N log-probabilities the whole-row draw finds no
+			// candidates: only the barrier after the candidate loop orders
+			// the slice sums before thread 0 reads them.
+			be.Sample(lt, params, 0)
+			be.Sample(lt, params, 3)
 			if err := be.Err(); err != nil {
 				be.Close()
 				return "Sample", err.Error()
