@@ -137,7 +137,7 @@ func TestMutantsFail(t *testing.T) {
 					t.Fatalf("racecheck did not report the mutant in %s:\n%s", m.race, out)
 				}
 				line, _, _ := bytes.Cut(out[i:], []byte("\n"))
-				t.Logf("racecheck: %s", line)
+				t.Logf("reported: %s", line)
 			}
 			if m.test == "" {
 				return
