@@ -14,3 +14,8 @@
 #include "csrc/rope.cu"
 #include "csrc/sample.cu"
 #include "csrc/emu/selftest.cuh"
+// Global-memory racecheck's store hooks, in the build that instruments
+// stores (TestRacecheckGlobal).
+#ifdef HONE_EMU_STORE_HOOKS
+#include "csrc/emu/store_hooks.h"
+#endif

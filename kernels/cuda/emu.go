@@ -14,6 +14,7 @@ int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_
 void hone_emu_eager_warps(hone_ctx* c, int on);
 void hone_emu_racecheck(hone_ctx* c, int on);
 void hone_emu_drop_barrier(hone_ctx* c, const char* file, int line);
+int hone_emu_store_hooks(void);
 */
 import "C"
 
@@ -113,3 +114,8 @@ func (b *Backend) dropBarrier(file string, line int) {
 	defer b.mu.Unlock()
 	C.hone_emu_drop_barrier(b.ctx, cf, C.int(line))
 }
+
+// storeHooks reports whether this build checks global memory under
+// racecheck too (csrc/emu/store_hooks.h: the C++ compiled with every store
+// instrumented; TestRacecheckGlobal builds it).
+func storeHooks() bool { return C.hone_emu_store_hooks() != 0 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -230,6 +231,79 @@ func TestRacecheckCatchesEveryMissingBarrier(t *testing.T) {
 				t.Fatalf("dropping the __syncthreads at %s:%d: no hazard reported", b.file, b.line)
 			}
 			t.Logf("caught in %s (%.1fs): %s", where, time.Since(start).Seconds(), report)
+		})
+	}
+}
+
+// storeHookFlags build the kernels with every store instrumented (GCC's
+// kernel-address mode calling out to csrc/emu/store_hooks.h, no runtime
+// library), so racecheck also sees global memory. Passed through
+// CGO_CXXFLAGS: cgo's #cgo flag allowlist refuses --param.
+const storeHookFlags = "-O2 -DHONE_EMU_STORE_HOOKS -fsanitize=kernel-address " +
+	"--param=asan-instrumentation-with-call-threshold=0 --param=asan-stack=0 --param=asan-globals=0"
+
+// TestRacecheckGlobal rebuilds the package with the store hooks and runs
+// the global-memory self-tests, the shared-memory ones and the conformance
+// suite under racecheck there: every launch's writes to device memory are
+// checked for two threads writing one word (no false positive in any
+// kernel).
+func TestRacecheckGlobal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rebuilds the package with every store instrumented")
+	}
+	if storeHooks() {
+		t.Skip("already the instrumented build")
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^(TestRacecheckGlobalSelftest|TestRacecheckSelftest|TestConformanceRacecheck)$", ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CXXFLAGS="+storeHookFlags)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("with the store hooks: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--- PASS: TestRacecheckGlobalSelftest", "--- PASS: TestConformanceRacecheck", "--- PASS: TestRacecheckSelftest"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("no %q with the store hooks:\n%s", want, out)
+		}
+	}
+}
+
+// TestRacecheckGlobalSelftest (in the store-hook build only): two threads
+// of a block or two blocks writing one word of device memory are reported
+// as a WAW hazard with both writers; atomics among themselves and writes
+// ordered by a barrier are not.
+func TestRacecheckGlobalSelftest(t *testing.T) {
+	if !storeHooks() {
+		t.Skip("global memory is checked in the store-hook build (TestRacecheckGlobal)")
+	}
+	cases := []struct {
+		which int
+		name  string
+		want  string
+	}{
+		{13, "two threads write one word", "racecheck: WAW hazard on global memory in global_waw_kernel: block (0,0,0) thread (0,0,0) wrote and block (0,0,0) thread (1,0,0) wrote word 0 (byte 0) of a 1280-byte device allocation"},
+		{14, "atomics", ""},
+		{15, "writes ordered by a barrier", ""},
+		{16, "two blocks write one word", "racecheck: WAW hazard on global memory in global_cross_block_kernel: block (1,0,0) thread (0,0,0) wrote and block (0,0,0) thread (0,0,0) wrote word 0"},
+		{17, "a plain write among atomics", "racecheck: WAW hazard on global memory in global_atomic_plain_kernel: block (0,0,0) thread (4,0,0) atomically updated and block (0,0,0) thread (5,0,0) wrote word 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := emuSelftestWith(c.which, true, "", 0)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("race-free kernel reported: %v", err)
+				}
+				if c.which == 14 && out[0] != 128 {
+					t.Fatalf("atomics: %g, want 128", out[0])
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("err %v\nwant %s...", err, c.want)
+			}
+			if _, err := emuSelftestWith(c.which, false, "", 0); err != nil {
+				t.Fatalf("without racecheck: %v", err)
+			}
 		})
 	}
 }

@@ -42,13 +42,17 @@
 // cudaGetLastError as on the device.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include <ucontext.h>
 
@@ -113,7 +117,10 @@ struct CUstream_st {
 typedef CUstream_st* cudaStream_t;
 
 // ---- contexts: a suspended execution and the switch between two ----------
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// The store hooks (HONE_EMU_STORE_HOOKS, see store_hooks.h) compile with
+// GCC's kernel-address instrumentation, which defines __SANITIZE_ADDRESS__
+// but has no ASan runtime that would need to know about stack switches.
+#if defined(__x86_64__) && ((!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)) || defined(HONE_EMU_STORE_HOOKS))
 #define HONE_EMU_FAST_SWITCH 1
 // hone_emu_switch saves the callee-saved registers, MXCSR and the x87
 // control word on the current stack, stores the stack pointer in *save and
@@ -236,13 +243,36 @@ struct Region {
 // (linear thread ids, -1 none) with the warp epoch each access happened in.
 // A record from an earlier phase (a barrier or another block since) is
 // stale and treated as empty: everything before a barrier is ordered.
+// writer2 is the last writer before writer that was another thread, so a
+// thread that writes after its own atomic is still checked against the
+// other threads' atomics.
 struct Shadow {
   uint64_t phase = 0;
   int32_t writer = -1;
   uint32_t wepoch = 0;
   bool watomic = false;
+  int32_t writer2 = -1;
+  uint32_t wepoch2 = 0;
+  bool watomic2 = false;
   int32_t reader[2] = {-1, -1};
   uint32_t repoch[2] = {0, 0};
+};
+
+// GWrite is global-memory racecheck's record of the last plain or atomic
+// write of one 4-byte word of device memory in the current launch.
+struct GWrite {
+  uint64_t phase;  // the writer's block phase (unique per block and barrier interval)
+  uint3 block, thread;
+  int32_t linear;  // the writer's linear thread id in its block
+  uint32_t wepoch;
+  bool atomic;
+  bool valid;
+};
+
+// GWrites is a word's last write and the last one before it by another
+// thread (as Shadow's writer2).
+struct GWrites {
+  GWrite last, other;
 };
 
 struct Runner {
@@ -267,7 +297,19 @@ struct Runner {
   // The barrier dropped by a test (CUstream_st::drop_file, drop_line).
   const char* drop_file = "";
   int drop_line = 0;
+  // Global-memory racecheck (only with HONE_EMU_STORE_HOOKS): the device
+  // allocations as [base, end) sorted, taken at launch; the launch's writes
+  // by word address; whether the running code is inside a shim atomic.
+  std::vector<std::pair<uintptr_t, uintptr_t>> dev;
+  std::unordered_map<uintptr_t, GWrites> gwrites;
+  bool in_atomic = false;
+  bool in_hook = false;
 };
+
+// The device allocations of the process (cudaMalloc), for global-memory
+// racecheck: base -> bytes.
+inline std::mutex dev_mu;
+inline std::map<uintptr_t, size_t> dev_allocs;
 
 inline thread_local Runner runner;
 
@@ -440,6 +482,18 @@ inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, 
   if (runner.racecheck) runner.dyn_shadow.resize(smem / 4 + 1);
   runner.dyn_region = Region{"dynamic shared memory", reinterpret_cast<unsigned char*>(dyn), smem,
                              runner.racecheck ? runner.dyn_shadow.data() : nullptr};
+#ifdef HONE_EMU_STORE_HOOKS
+  if (runner.racecheck) {
+    runner.in_hook = true;  // the bookkeeping's own stores are not the kernel's
+    runner.gwrites.clear();
+    runner.dev.clear();
+    {
+      std::lock_guard<std::mutex> l(dev_mu);
+      for (const auto& [base, bytes] : dev_allocs) runner.dev.emplace_back(base, base + bytes);
+    }
+    runner.in_hook = false;
+  }
+#endif
   // Blocks run last to first: the device promises no order, and a kernel
   // that counts on block 0 running before the others fails here.
   for (unsigned z = grid.z; z-- > 0 && runner.error.empty();) {
@@ -505,12 +559,21 @@ inline void check_word(const Region* r, size_t word, Access acc) {
     hazard(acc == Access::read ? "RAW" : "WAW", r, word, s.writer, s.watomic ? Access::atomic : Access::write, acc);
     return;
   }
+  if (s.writer2 >= 0 && !ordered(s.writer2, s.wepoch2, t) && !(acc == Access::atomic && s.watomic2)) {
+    hazard(acc == Access::read ? "RAW" : "WAW", r, word, s.writer2, s.watomic2 ? Access::atomic : Access::write, acc);
+    return;
+  }
   if (acc != Access::read) {
     for (int k = 0; k < 2; k++) {
       if (s.reader[k] >= 0 && !ordered(s.reader[k], s.repoch[k], t)) {
         hazard("WAR", r, word, s.reader[k], Access::read, acc);
         return;
       }
+    }
+    if (s.writer >= 0 && s.writer != t) {
+      s.writer2 = s.writer;
+      s.wepoch2 = s.wepoch;
+      s.watomic2 = s.watomic;
     }
     s.writer = t;
     s.wepoch = e;
@@ -554,6 +617,52 @@ inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
     return;
   }
   for (size_t w = off / 4; w <= (off + bytes - 1) / 4 && runner.error.empty(); w++) check_word(r, w, acc);
+}
+
+// global_write records a write of bytes bytes at address a by the running
+// thread (store_hooks.h calls it for every store the instrumented code
+// makes; the shim's atomics call it with atomic set). Only words of device
+// allocations count. Two writes of one word in a launch by different
+// threads are a WAW hazard unless both are atomics, or both threads are of
+// the same block and a __syncthreads (or their warp's rendezvous) orders
+// them.
+inline void global_write(uintptr_t a, size_t bytes, bool atomic) {
+  if (runner.in_hook || !runner.racecheck || runner.cur < 0 || !runner.error.empty()) return;
+  const Fiber& f = runner.fibers[size_t(runner.cur)];
+  if (a - reinterpret_cast<uintptr_t>(f.stack) < kStack) return;  // the thread's own stack
+  auto it = std::upper_bound(runner.dev.begin(), runner.dev.end(), std::make_pair(a, ~uintptr_t(0)));
+  if (it == runner.dev.begin() || a >= (--it)->second) return;  // not device memory
+  runner.in_hook = true;
+  atomic = atomic || runner.in_atomic;
+  const GWrite mine{runner.phase, blockIdx, f.tid, runner.cur, runner.warp_epoch[size_t(runner.cur) / 32], atomic, true};
+  auto same_block = [](const GWrite& x, const GWrite& y) {
+    return x.block.x == y.block.x && x.block.y == y.block.y && x.block.z == y.block.z;
+  };
+  for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4 && runner.error.empty(); w++) {
+    auto [g, fresh] = runner.gwrites.try_emplace(w, GWrites{mine, GWrite{}});
+    if (fresh) continue;
+    GWrites& ws = g->second;
+    for (const GWrite* op : {&ws.last, &ws.other}) {
+      const GWrite& o = *op;
+      if (!o.valid) continue;
+      const bool self = same_block(o, mine) && o.linear == mine.linear;
+      const bool ord = self || (same_block(o, mine) && (o.phase != mine.phase || ordered(o.linear, o.wepoch, mine.linear)));
+      if (ord || (o.atomic && atomic)) continue;
+      auto name = [](uint3 b, uint3 t) {
+        return "block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) + ") thread (" +
+               std::to_string(t.x) + "," + std::to_string(t.y) + "," + std::to_string(t.z) + ")";
+      };
+      fail(std::string("racecheck: WAW hazard on global memory in ") + runner.kernel + ": " + name(o.block, o.thread) +
+           (o.atomic ? " atomically updated" : " wrote") + " and " + name(mine.block, mine.thread) +
+           (atomic ? " atomically updated" : " wrote") + " word " + std::to_string((4 * w - it->first) / 4) +
+           " (byte " + std::to_string(4 * w - it->first) + ") of a " + std::to_string(it->second - it->first) +
+           "-byte device allocation");
+      break;
+    }
+    if (!(same_block(ws.last, mine) && ws.last.linear == mine.linear)) ws.other = ws.last;
+    ws.last = mine;
+  }
+  runner.in_hook = false;
 }
 
 template <class T>
@@ -719,8 +828,24 @@ inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, !pred) == 0; }
 
 // Atomics: read-modify-write with the old value returned, as on the device.
+// atomic_scope marks the shim's atomics for global-memory racecheck:
+// recorded as atomic writes, and the instrumented accesses inside them too.
+struct atomic_scope {
+  explicit atomic_scope(const void* p, size_t bytes) {
+#ifdef HONE_EMU_STORE_HOOKS
+    emu::global_write(reinterpret_cast<uintptr_t>(p), bytes, true);
+    emu::runner.in_atomic = true;
+#else
+    (void)p;
+    (void)bytes;
+#endif
+  }
+  ~atomic_scope() { emu::runner.in_atomic = false; }
+};
+
 template <class T>
 inline T atomic_add_fp(T* p, T v) {
+  atomic_scope a(p, sizeof(T));
   T old, want;
   __atomic_load(p, &old, __ATOMIC_RELAXED);
   do {
@@ -730,8 +855,12 @@ inline T atomic_add_fp(T* p, T v) {
 }
 inline float atomicAdd(float* p, float v) { return atomic_add_fp(p, v); }
 inline double atomicAdd(double* p, double v) { return atomic_add_fp(p, v); }
-inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline int atomicAdd(int* p, int v) {
+  atomic_scope a(p, sizeof(int));
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 inline int atomicMax(int* p, int v) {
+  atomic_scope a(p, sizeof(int));
   int old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
@@ -794,9 +923,19 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = nullptr;
   if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
+#ifdef HONE_EMU_STORE_HOOKS
+  std::lock_guard<std::mutex> l(emu::dev_mu);
+  emu::dev_allocs[reinterpret_cast<uintptr_t>(*p)] = bytes ? bytes : 1;
+#endif
   return cudaSuccess;
 }
 inline cudaError_t cudaFree(void* p) {
+#ifdef HONE_EMU_STORE_HOOKS
+  {
+    std::lock_guard<std::mutex> l(emu::dev_mu);
+    emu::dev_allocs.erase(reinterpret_cast<uintptr_t>(p));
+  }
+#endif
   std::free(p);
   return cudaSuccess;
 }

@@ -133,18 +133,68 @@ __global__ void dynamic_oob_kernel(float* out) {
   out[threadIdx.x] = 0;
 }
 
+// ---- global-memory racecheck self-tests (builds with the store hooks).
+
+// global_waw_kernel: threads 0 and 1 write out[0] (WAW).
+__global__ void global_waw_kernel(float* out) {
+  if (threadIdx.x < 2) out[0] = float(threadIdx.x);
+}
+
+// global_atomics_ok_kernel: every thread of 2 blocks adds 1 to out[0]
+// atomically (race-free).
+__global__ void global_atomics_ok_kernel(float* out) { atomicAdd(out, 1.0f); }
+
+// global_ordered_kernel: thread 0 writes out[0], then after a barrier
+// thread 1 does (ordered, race-free).
+__global__ void global_ordered_kernel(float* out) {
+  if (threadIdx.x == 0) out[0] = 1;
+  __syncthreads();
+  if (threadIdx.x == 1) out[0] = 2;
+}
+
+// global_cross_block_kernel: thread 0 of each of 2 blocks writes out[0]
+// (WAW across blocks, which no barrier orders).
+__global__ void global_cross_block_kernel(float* out) {
+  if (threadIdx.x == 0) out[0] = float(blockIdx.x);
+}
+
+// global_atomic_plain_kernel: atomics on out[0], then a plain write of it
+// by thread 5 (WAW: atomic and plain).
+__global__ void global_atomic_plain_kernel(float* out) {
+  atomicAdd(out, 1.0f);
+  if (threadIdx.x == 5) out[0] = 0;
+}
+
 }  // namespace emu_selftest
 
 // hone_emu_selftest runs self-test which (0 shuffles, 1 atomics, 2
 // divergent, 3 exited lane; racecheck: 4 RAW, 5 WAR, 6 WAW, 7 atomics, 8
 // plain read after atomics, 9 warp-synchronous, 10 across warps, 11
-// block_max twice, 12 dynamic shared memory out of bounds) into out (at
-// least 320 floats), returning 0 or -1 with the launch error in err.
+// block_max twice, 12 dynamic shared memory out of bounds; global memory,
+// with the store hooks: 13 WAW, 14 atomics, 15 ordered by a barrier, 16
+// WAW across blocks, 17 atomic and plain) into host (320 floats), returning
+// 0 or -1 with the launch error in err.
 // racecheck turns racecheck on; drop_line > 0 drops the __syncthreads at
 // drop_file:drop_line (see CUstream_st).
-extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* out,
+extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* host,
                                  char* err, size_t errlen) {
   using namespace emu_selftest;
+  // The kernels write device memory (global-memory racecheck watches
+  // device allocations only): host's 320 floats are copied in and back.
+  float* out = nullptr;
+  if (cudaMalloc(reinterpret_cast<void**>(&out), 320 * sizeof(float)) != cudaSuccess) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  cudaMemcpy(out, host, 320 * sizeof(float), cudaMemcpyHostToDevice);
+  struct Free {
+    float* out;
+    float* host;
+    ~Free() {
+      cudaMemcpy(host, out, 320 * sizeof(float), cudaMemcpyDeviceToHost);
+      cudaFree(out);
+    }
+  } release{out, host};
   CUstream_st s;
   s.racecheck = racecheck != 0;
   snprintf(s.drop_file, sizeof s.drop_file, "%s", drop_file ? drop_file : "");
@@ -164,6 +214,11 @@ extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file
     case 10: HONE_LAUNCH(cross_warp_kernel, 1, 64, 0, &s, out); break;
     case 11: HONE_LAUNCH(block_max_twice_kernel, 1, 64, 0, &s, out); break;
     case 12: HONE_LAUNCH(dynamic_oob_kernel, 1, 64, 64 * sizeof(float), &s, out); break;
+    case 13: HONE_LAUNCH(global_waw_kernel, 1, 64, 0, &s, out); break;
+    case 14: HONE_LAUNCH(global_atomics_ok_kernel, 2, 64, 0, &s, out); break;
+    case 15: HONE_LAUNCH(global_ordered_kernel, 1, 64, 0, &s, out); break;
+    case 16: HONE_LAUNCH(global_cross_block_kernel, 2, 64, 0, &s, out); break;
+    case 17: HONE_LAUNCH(global_atomic_plain_kernel, 1, 64, 0, &s, out); break;
     default: snprintf(err, errlen, "no self-test %d", which); return -1;
   }
   cudaError_t e = cudaGetLastError();
@@ -187,4 +242,14 @@ extern "C" void hone_emu_racecheck(hone_ctx* c, int on) { c->stream->racecheck =
 extern "C" void hone_emu_drop_barrier(hone_ctx* c, const char* file, int line) {
   snprintf(c->stream->drop_file, sizeof c->stream->drop_file, "%s", file);
   c->stream->drop_line = line;
+}
+
+// hone_emu_store_hooks reports whether this build has global-memory
+// racecheck (store_hooks.h).
+extern "C" int hone_emu_store_hooks(void) {
+#ifdef HONE_EMU_STORE_HOOKS
+  return 1;
+#else
+  return 0;
+#endif
 }
