@@ -76,6 +76,17 @@ var mutants = []mutant{
 		test: "TestConformanceEmulated/fast/passes/Attention",
 	},
 	{
+		// Blocks overlap by one element: for out-of-place ops both writers
+		// store the same value (only racecheck's global-memory check sees
+		// it); in-place AXPY adds twice, which the values show.
+		name: "overlapping blocks in the elementwise grid-stride loop",
+		file: "csrc/elementwise.cu",
+		from: "  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
+		to:   "  for (long i = long(blockIdx.x) * (blockDim.x - 1) + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
+		test: "TestConformanceEmulated/readable/passes/Elementwise",
+		race: "TestRacecheckGlobal",
+	},
+	{
 		// Thread j == width adds a column past the end of dst: every value
 		// the suite reads stays right, only AddressSanitizer sees the write.
 		name: "off-by-one bound in sum_rows_kernel writes past dst",
