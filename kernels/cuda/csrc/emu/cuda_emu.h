@@ -13,10 +13,11 @@
 //   - warp shuffles, ballots and __syncwarp stop a fiber until every live
 //     lane of its warp (32 consecutive linear thread ids) has arrived, then
 //     every lane reads the value its source lane deposited;
-//   - __shared__ variables are static thread_local: one copy per launching
-//     OS thread, shared by the fibers of the running block; dynamic shared
-//     memory (HONE_DYNAMIC_SHARED) is a per-launch buffer filled with NaN
-//     bytes before every block so that reading what was not written shows;
+//   - shared memory (HONE_SHARED) is static thread_local: one copy per
+//     launching OS thread, shared by the fibers of the running block;
+//     dynamic shared memory (HONE_DYNAMIC_SHARED) is a per-launch buffer
+//     filled with NaN bytes before every block so that reading what was not
+//     written shows;
 //   - atomics are host atomics.
 //
 // Racecheck (a stream's racecheck flag, set from Go with SetRacecheck), in
@@ -28,7 +29,9 @@
 // between them), at least one a write, not both atomics and not ordered by
 // a __syncwarp or shuffle of their own warp, are a hazard (RAW, WAR, WAW)
 // and fail the launch with the kernel, block, threads and word. Without the
-// flag an access costs one test of a thread_local flag.
+// flag an access costs one test of a thread_local flag. Global memory:
+// write-write conflicts only, in a build with every store instrumented
+// (store_hooks.h, global_write).
 //
 // The schedules are adversarial on purpose (run_block): by default each
 // fiber runs until it blocks, in thread order, so a reduction that reads
@@ -64,7 +67,9 @@
 #define __noinline__
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
-#define __shared__ static thread_local
+// Shared memory is declared with HONE_SHARED / HONE_DYNAMIC_SHARED (below),
+// which racecheck instruments; a bare __shared__ would escape it.
+#define __shared__ static_assert(false, "declare shared memory with HONE_SHARED(type, name, n) (csrc/common.cuh)");
 
 struct dim3 {
   unsigned x, y, z;
