@@ -74,9 +74,9 @@ func TestRacecheckSelftest(t *testing.T) {
 }
 
 // TestConformanceRacecheck runs the conformance suite on every kernel
-// variant with racecheck on: no hazard in any kernel (a report is a backend
-// error, which fails the group), and results as without it. The sampling
-// kernel, outside the suite, runs under racecheck in TestSampleMatchesReference.
+// variant with racecheck on: no hazard in any kernel, the sampling one
+// included (a report is a backend error, which fails the group), and
+// results as without it.
 func TestConformanceRacecheck(t *testing.T) {
 	for _, v := range Variants() {
 		t.Run(v, func(t *testing.T) {
