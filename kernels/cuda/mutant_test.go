@@ -19,8 +19,10 @@ type mutant struct {
 	asan                       bool // run under AddressSanitizer (the wrong write is outside every checked value)
 	// race, when set, is a test run with the shim's racecheck that must
 	// fail with a racecheck report (a hazard, not a wrong value). test may
-	// then be empty: racecheck alone catches the mutant.
-	race string
+	// then be empty: racecheck alone catches the mutant. raceHooks builds
+	// it with the store hooks (global memory; see TestRacecheckGlobal).
+	race      string
+	raceHooks bool
 }
 
 var mutants = []mutant{
@@ -79,12 +81,13 @@ var mutants = []mutant{
 		// Blocks overlap by one element: for out-of-place ops both writers
 		// store the same value (only racecheck's global-memory check sees
 		// it); in-place AXPY adds twice, which the values show.
-		name: "overlapping blocks in the elementwise grid-stride loop",
-		file: "csrc/elementwise.cu",
-		from: "  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
-		to:   "  for (long i = long(blockIdx.x) * (blockDim.x - 1) + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
-		test: "TestConformanceEmulated/readable/passes/Elementwise",
-		race: "TestRacecheckGlobal",
+		name:      "overlapping blocks in the elementwise grid-stride loop",
+		file:      "csrc/elementwise.cu",
+		from:      "  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
+		to:        "  for (long i = long(blockIdx.x) * (blockDim.x - 1) + threadIdx.x; i < (n); i += long(gridDim.x) * blockDim.x)",
+		test:      "TestConformanceEmulated/readable/passes/Elementwise",
+		race:      "TestConformanceRacecheck/readable/Elementwise",
+		raceHooks: true,
 	},
 	{
 		// Thread j == width adds a column past the end of dst: every value
@@ -142,6 +145,9 @@ func TestMutantsFail(t *testing.T) {
 				cmd := exec.Command("go", "test", "-count=1", "-run", "^"+strings.ReplaceAll(m.race, "/", "$/^")+"$", "./cuda")
 				cmd.Dir = mod
 				cmd.Env = env
+				if m.raceHooks {
+					cmd.Env = append(env[:len(env):len(env)], "CGO_CXXFLAGS="+storeHookFlags)
+				}
 				out, err := cmd.CombinedOutput()
 				i := bytes.Index(out, []byte("racecheck: "))
 				if err == nil || !bytes.Contains(out, []byte("--- FAIL: "+m.race)) || i < 0 {
