@@ -294,7 +294,6 @@ struct Runner {
   // so records of earlier launches and blocks are stale); warp_epoch counts
   // each warp's completed rendezvous (__syncwarp, shuffles, votes) within
   // the block.
-  bool racecheck = false;
   uint64_t phase = 1;
   std::vector<uint32_t> warp_epoch;
   std::vector<Shadow> dyn_shadow;
@@ -304,12 +303,29 @@ struct Runner {
   int drop_line = 0;
   // Global-memory racecheck (only with HONE_EMU_STORE_HOOKS): the device
   // allocations as [base, end) sorted, taken at launch; the launch's writes
-  // by word address; whether the running code is inside a shim atomic.
+  // by word address.
   std::vector<std::pair<uintptr_t, uintptr_t>> dev;
   std::unordered_map<uintptr_t, GWrites> gwrites;
-  bool in_atomic = false;
-  bool in_hook = false;
 };
+
+// Racecheck's switches, constant-initialised thread_locals (read without
+// the TLS wrapper call Runner needs): racecheck_on, read on every
+// shared-memory access, is the running launch's stream flag; in_hook is
+// set while global-memory racecheck's own bookkeeping runs.
+inline constinit thread_local bool racecheck_on = false;
+inline constinit thread_local bool in_hook = false;
+
+// HONE_EMU_UNHOOKED marks the shim's code that must not call the store
+// hooks: the hooks themselves and the atomics, which record themselves.
+// The compiler treats its instrumentation calls as leaf functions that
+// read no program state, so a flag set around instrumented code could be
+// reordered past them; uninstrumented code needs no flag. (Only in the
+// store-hook build: under AddressSanitizer the atomics stay checked.)
+#ifdef HONE_EMU_STORE_HOOKS
+#define HONE_EMU_UNHOOKED __attribute__((no_sanitize_address))
+#else
+#define HONE_EMU_UNHOOKED
+#endif
 
 // The device allocations of the process (cudaMalloc), for global-memory
 // racecheck: base -> bytes.
@@ -480,23 +496,20 @@ inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, 
   // 16 bytes for the alignment, 16 of slack: a racecheck out-of-bounds
   // report (record) still lets the access through.
   runner.dyn.resize(smem + 32);
-  runner.racecheck = stream && stream->racecheck;
+  racecheck_on = stream && stream->racecheck;
   runner.drop_file = stream ? stream->drop_file : "";
   runner.drop_line = stream ? stream->drop_line : 0;
   uintptr_t dyn = (reinterpret_cast<uintptr_t>(runner.dyn.data()) + 15) & ~uintptr_t(15);
-  if (runner.racecheck) runner.dyn_shadow.resize(smem / 4 + 1);
+  if (racecheck_on) runner.dyn_shadow.resize(smem / 4 + 1);
   runner.dyn_region = Region{"dynamic shared memory", reinterpret_cast<unsigned char*>(dyn), smem,
-                             runner.racecheck ? runner.dyn_shadow.data() : nullptr};
+                             racecheck_on ? runner.dyn_shadow.data() : nullptr};
 #ifdef HONE_EMU_STORE_HOOKS
-  if (runner.racecheck) {
-    runner.in_hook = true;  // the bookkeeping's own stores are not the kernel's
+  // (No kernel thread runs here: the hooks ignore these stores.)
+  if (racecheck_on) {
     runner.gwrites.clear();
     runner.dev.clear();
-    {
-      std::lock_guard<std::mutex> l(dev_mu);
-      for (const auto& [base, bytes] : dev_allocs) runner.dev.emplace_back(base, base + bytes);
-    }
-    runner.in_hook = false;
+    std::lock_guard<std::mutex> l(dev_mu);
+    for (const auto& [base, bytes] : dev_allocs) runner.dev.emplace_back(base, base + bytes);
   }
 #endif
   // Blocks run last to first: the device promises no order, and a kernel
@@ -511,7 +524,7 @@ inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, 
     }
   }
   runner.body = nullptr;
-  runner.racecheck = false;
+  racecheck_on = false;
   runner.drop_line = 0;
   if (!runner.error.empty()) runner.last = cudaErrorLaunchFailure;
   return runner.last;
@@ -613,7 +626,7 @@ inline void check_word(const Region* r, size_t word, Access acc) {
 // record checks an access of bytes bytes at p in region r (when racecheck
 // is on): every 4-byte word it touches, and the bounds of the region.
 inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
-  if (!runner.racecheck || runner.cur < 0 || !runner.error.empty()) return;
+  if (!racecheck_on || runner.cur < 0 || !runner.error.empty()) return;
   const size_t off = size_t(static_cast<const unsigned char*>(p) - r->base);
   if (off >= r->bytes || r->bytes - off < bytes) {
     fail(std::string("racecheck: ") + runner.kernel + ", thread " + thread_name(runner.cur) + ": access of " +
@@ -631,14 +644,13 @@ inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
 // threads are a WAW hazard unless both are atomics, or both threads are of
 // the same block and a __syncthreads (or their warp's rendezvous) orders
 // them.
-inline void global_write(uintptr_t a, size_t bytes, bool atomic) {
-  if (runner.in_hook || !runner.racecheck || runner.cur < 0 || !runner.error.empty()) return;
+HONE_EMU_UNHOOKED inline void global_write(uintptr_t a, size_t bytes, bool atomic) {
+  if (in_hook || !racecheck_on || runner.cur < 0 || !runner.error.empty()) return;
   const Fiber& f = runner.fibers[size_t(runner.cur)];
   if (a - reinterpret_cast<uintptr_t>(f.stack) < kStack) return;  // the thread's own stack
   auto it = std::upper_bound(runner.dev.begin(), runner.dev.end(), std::make_pair(a, ~uintptr_t(0)));
   if (it == runner.dev.begin() || a >= (--it)->second) return;  // not device memory
-  runner.in_hook = true;
-  atomic = atomic || runner.in_atomic;
+  in_hook = true;  // the map's code (instrumented, not inlined here) stores too
   const GWrite mine{runner.phase, blockIdx, f.tid, runner.cur, runner.warp_epoch[size_t(runner.cur) / 32], atomic, true};
   auto same_block = [](const GWrite& x, const GWrite& y) {
     return x.block.x == y.block.x && x.block.y == y.block.y && x.block.z == y.block.z;
@@ -667,7 +679,7 @@ inline void global_write(uintptr_t a, size_t bytes, bool atomic) {
     if (!(same_block(ws.last, mine) && ws.last.linear == mine.linear)) ws.other = ws.last;
     ws.last = mine;
   }
-  runner.in_hook = false;
+  in_hook = false;
 }
 
 template <class T>
@@ -833,24 +845,20 @@ inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, !pred) == 0; }
 
 // Atomics: read-modify-write with the old value returned, as on the device.
-// atomic_scope marks the shim's atomics for global-memory racecheck:
-// recorded as atomic writes, and the instrumented accesses inside them too.
-struct atomic_scope {
-  explicit atomic_scope(const void* p, size_t bytes) {
+// atomic_write records a shim atomic for global-memory racecheck (the
+// atomics themselves are HONE_EMU_UNHOOKED).
+HONE_EMU_UNHOOKED inline void atomic_write(const void* p, size_t bytes) {
 #ifdef HONE_EMU_STORE_HOOKS
-    emu::global_write(reinterpret_cast<uintptr_t>(p), bytes, true);
-    emu::runner.in_atomic = true;
+  emu::global_write(reinterpret_cast<uintptr_t>(p), bytes, true);
 #else
-    (void)p;
-    (void)bytes;
+  (void)p;
+  (void)bytes;
 #endif
-  }
-  ~atomic_scope() { emu::runner.in_atomic = false; }
-};
+}
 
 template <class T>
-inline T atomic_add_fp(T* p, T v) {
-  atomic_scope a(p, sizeof(T));
+HONE_EMU_UNHOOKED inline T atomic_add_fp(T* p, T v) {
+  atomic_write(p, sizeof(T));
   T old, want;
   __atomic_load(p, &old, __ATOMIC_RELAXED);
   do {
@@ -858,14 +866,14 @@ inline T atomic_add_fp(T* p, T v) {
   } while (!__atomic_compare_exchange(p, &old, &want, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   return old;
 }
-inline float atomicAdd(float* p, float v) { return atomic_add_fp(p, v); }
-inline double atomicAdd(double* p, double v) { return atomic_add_fp(p, v); }
-inline int atomicAdd(int* p, int v) {
-  atomic_scope a(p, sizeof(int));
+HONE_EMU_UNHOOKED inline float atomicAdd(float* p, float v) { return atomic_add_fp(p, v); }
+HONE_EMU_UNHOOKED inline double atomicAdd(double* p, double v) { return atomic_add_fp(p, v); }
+HONE_EMU_UNHOOKED inline int atomicAdd(int* p, int v) {
+  atomic_write(p, sizeof(int));
   return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
-inline int atomicMax(int* p, int v) {
-  atomic_scope a(p, sizeof(int));
+HONE_EMU_UNHOOKED inline int atomicMax(int* p, int v) {
+  atomic_write(p, sizeof(int));
   int old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
