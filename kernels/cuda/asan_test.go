@@ -20,6 +20,9 @@ import (
 // conformance suite leaves tensors to the garbage collector, as the CPU
 // backend allows.
 func TestAddressSanitizer(t *testing.T) {
+	// Parallel: a rebuild and run in a subprocess, mostly waiting on one
+	// core; the package's other subprocess tests use the other.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("rebuilds the package with -asan")
 	}

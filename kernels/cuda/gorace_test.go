@@ -19,6 +19,9 @@ import (
 // ThreadSanitizer could not tell apart anyway); racecheck is what checks
 // the kernels' shared memory.
 func TestGoRaceDetector(t *testing.T) {
+	// Parallel: a rebuild and run in a subprocess, mostly waiting on one
+	// core; the package's other subprocess tests use the other.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("rebuilds the package with -race")
 	}

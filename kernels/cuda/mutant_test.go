@@ -108,6 +108,9 @@ var mutants = []mutant{
 // reported by racecheck. (TestRacecheckCatchesEveryMissingBarrier drops
 // every barrier in turn without recompiling; these are real edits.)
 func TestMutantsFail(t *testing.T) {
+	// Parallel: a rebuild and run in a subprocess, mostly waiting on one
+	// core; the package's other subprocess tests use the other.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles the emulated backend once per mutant")
 	}

@@ -257,6 +257,9 @@ const storeHookFlags = "-O2 -DHONE_EMU_STORE_HOOKS -fsanitize=kernel-address " +
 // checked for two threads writing one word (no false positive in any
 // kernel).
 func TestRacecheckGlobal(t *testing.T) {
+	// Parallel: a rebuild and run in a subprocess, mostly waiting on one
+	// core; the package's other subprocess tests use the other.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("rebuilds the package with every store instrumented")
 	}
