@@ -292,11 +292,11 @@ func TestRacecheckGlobalSelftest(t *testing.T) {
 		name  string
 		want  string
 	}{
-		{13, "two threads write one word", "racecheck: WAW hazard on global memory in global_waw_kernel: block (0,0,0) thread (0,0,0) wrote and block (0,0,0) thread (1,0,0) wrote word 0 (byte 0) of a 1280-byte device allocation"},
+		{13, "two threads write one word", "racecheck: WAW hazard on global memory in global_waw_kernel: block (0,0,0) thread (0,0,0) wrote and block (0,0,0) thread (1,0,0) wrote byte 0 of a 1280-byte device allocation"},
 		{14, "atomics", ""},
 		{15, "writes ordered by a barrier", ""},
-		{16, "two blocks write one word", "racecheck: WAW hazard on global memory in global_cross_block_kernel: block (1,0,0) thread (0,0,0) wrote and block (0,0,0) thread (0,0,0) wrote word 0"},
-		{17, "a plain write among atomics", "racecheck: WAW hazard on global memory in global_atomic_plain_kernel: block (0,0,0) thread (4,0,0) atomically updated and block (0,0,0) thread (5,0,0) wrote word 0"},
+		{16, "two blocks write one word", "racecheck: WAW hazard on global memory in global_cross_block_kernel: block (1,0,0) thread (0,0,0) wrote and block (0,0,0) thread (0,0,0) wrote byte 0"},
+		{17, "a plain write among atomics", "racecheck: WAW hazard on global memory in global_atomic_plain_kernel: block (0,0,0) thread (4,0,0) atomically updated and block (0,0,0) thread (5,0,0) wrote byte 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

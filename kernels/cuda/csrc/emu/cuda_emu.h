@@ -264,7 +264,7 @@ struct Shadow {
 };
 
 // GWrite is global-memory racecheck's record of the last plain or atomic
-// write of one 4-byte word of device memory in the current launch.
+// write of one 2-byte halfword of device memory in the current launch.
 struct GWrite {
   uint64_t phase;  // the writer's block phase (unique per block and barrier interval)
   uint3 block, thread;
@@ -274,7 +274,7 @@ struct GWrite {
   bool valid;
 };
 
-// GWrites is a word's last write and the last one before it by another
+// GWrites is a halfword's last write and the last one before it by another
 // thread (as Shadow's writer2).
 struct GWrites {
   GWrite last, other;
@@ -303,7 +303,7 @@ struct Runner {
   int drop_line = 0;
   // Global-memory racecheck (only with HONE_EMU_STORE_HOOKS): the device
   // allocations as [base, end) sorted, taken at launch; the launch's writes
-  // by word address.
+  // by halfword address.
   std::vector<std::pair<uintptr_t, uintptr_t>> dev;
   std::unordered_map<uintptr_t, GWrites> gwrites;
 };
@@ -640,7 +640,7 @@ inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
 // global_write records a write of bytes bytes at address a by the running
 // thread (store_hooks.h calls it for every store the instrumented code
 // makes; the shim's atomics call it with atomic set). Only words of device
-// allocations count. Two writes of one word in a launch by different
+// allocations count. Two writes of one halfword in a launch by different
 // threads are a WAW hazard unless both are atomics, or both threads are of
 // the same block and a __syncthreads (or their warp's rendezvous) orders
 // them.
@@ -655,7 +655,9 @@ HONE_EMU_UNHOOKED inline void global_write(uintptr_t a, size_t bytes, bool atomi
   auto same_block = [](const GWrite& x, const GWrite& y) {
     return x.block.x == y.block.x && x.block.y == y.block.y && x.block.z == y.block.z;
   };
-  for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4 && runner.error.empty(); w++) {
+  // Per 2-byte halfword, the smallest element the kernels store (bf16):
+  // two threads writing the two halves of a word do not race.
+  for (uintptr_t w = a / 2; w <= (a + bytes - 1) / 2 && runner.error.empty(); w++) {
     auto [g, fresh] = runner.gwrites.try_emplace(w, GWrites{mine, GWrite{}});
     if (fresh) continue;
     GWrites& ws = g->second;
@@ -671,8 +673,8 @@ HONE_EMU_UNHOOKED inline void global_write(uintptr_t a, size_t bytes, bool atomi
       };
       fail(std::string("racecheck: WAW hazard on global memory in ") + runner.kernel + ": " + name(o.block, o.thread) +
            (o.atomic ? " atomically updated" : " wrote") + " and " + name(mine.block, mine.thread) +
-           (atomic ? " atomically updated" : " wrote") + " word " + std::to_string((4 * w - it->first) / 4) +
-           " (byte " + std::to_string(4 * w - it->first) + ") of a " + std::to_string(it->second - it->first) +
+           (atomic ? " atomically updated" : " wrote") + " byte " + std::to_string(2 * w - it->first) + " of a " +
+           std::to_string(it->second - it->first) +
            "-byte device allocation");
       break;
     }
