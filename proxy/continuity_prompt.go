@@ -32,7 +32,8 @@ type plan struct {
 	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
 	force     *forced    // a forced tool call (continuity_forced.go); nil: none
 	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
-	tag       []byte     // vLLM's structural tag for the engine the call goes to (structuralTag); nil: none
+	vllmTag   []byte     // the structural tag vLLM's chat would constrain the call with (structuralTag); nil: none
+	tag       []byte     // the tag sent to the engine the call goes to: vllmTag, or nil for an embedded engine
 	native    bool       // a forced call constrained by tag: sampled and parsed as hermes calls, not JSON
 }
 
@@ -74,7 +75,7 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	p := &plan{k: k, session: c.verdict.Session, prefix: cv.hashes[len(cv.hashes)-1], up: up,
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
 		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force,
-		single: doc.Get("parallel_tool_calls").Type == gjson.False}
+		single: doc.Get("parallel_tool_calls").Type == gjson.False, vllmTag: structuralTag(doc)}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
 	p.tools = k.parse.Tools && len(req.Tools) > 0 && string(req.Tools) != "[]" && tc != `"none"` && force == nil
 	for j := len(cv.msgs) - 1; j >= 0 && p.session != ""; j-- {
@@ -218,7 +219,7 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	}
 	p.tag, p.native = nil, false
 	if e.kind != "embedded" {
-		p.tag = structuralTag(gjson.ParseBytes(p.up))
+		p.tag = p.vllmTag
 		p.native = p.force != nil && p.tag != nil
 	}
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
