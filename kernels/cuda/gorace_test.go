@@ -3,8 +3,6 @@
 package cuda
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -25,13 +23,9 @@ func TestGoRaceDetector(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rebuilds the package with -race")
 	}
-	cmd := exec.Command("go", "test", "-race", "-count=1", "-run", "^(TestConformanceRacecheck|TestErrorsAreStickyAndNamed|TestLoRAStepMatchesCPU)$", ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("under the race detector: %v\n%s", err, out)
-	}
-	if strings.Contains(string(out), "WARNING: DATA RACE") || !strings.Contains(string(out), "ok ") {
+	out := rebuildAndTest(t, "under the race detector", nil, "-race",
+		"-run", "^(TestConformanceRacecheck|TestErrorsAreStickyAndNamed|TestLoRAStepMatchesCPU)$")
+	if strings.Contains(out, "WARNING: DATA RACE") || !strings.Contains(out, "ok ") {
 		t.Fatalf("under the race detector:\n%s", out)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -266,14 +265,10 @@ func TestRacecheckGlobal(t *testing.T) {
 	if storeHooks() {
 		t.Skip("already the instrumented build")
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^(TestRacecheckGlobalSelftest|TestRacecheckSelftest|TestConformanceRacecheck)$", ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CXXFLAGS="+storeHookFlags)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("with the store hooks: %v\n%s", err, out)
-	}
+	out := rebuildAndTest(t, "with the store hooks", []string{"CGO_CXXFLAGS=" + storeHookFlags}, "-v",
+		"-run", "^(TestRacecheckGlobalSelftest|TestRacecheckSelftest|TestConformanceRacecheck)$")
 	for _, want := range []string{"--- PASS: TestRacecheckGlobalSelftest", "--- PASS: TestConformanceRacecheck", "--- PASS: TestRacecheckSelftest"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Fatalf("no %q with the store hooks:\n%s", want, out)
 		}
 	}
