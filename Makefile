@@ -112,6 +112,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzMessagesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzLoRAAdapter$$' -fuzztime 30s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzTokenize$$' -fuzztime 30s ./engine/
+	$(GO) test -run XXX -fuzz '^FuzzStructTag$$' -fuzztime 20s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzCompileSchema$$' -fuzztime 20s ./engine/internal/grammar/
 	$(GO) test -run XXX -fuzz '^FuzzGenerationConfig$$' -fuzztime 30s -fuzzminimizetime 5s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzGenerationEOS$$' -fuzztime 30s ./model/tokenizer/

@@ -275,8 +275,8 @@ func decodeBody(r *http.Request, v any) *apiError {
 
 // structuredGuide compiles a completions request's structured_outputs (nil:
 // none), vLLM's field: {"json": schema} (a schema object or its JSON in a
-// string) or {"json_object": true}; the other kinds (regex, choice,
-// grammar, structural_tag) are refused. It replaces response_format, as
+// string), {"json_object": true} or {"structural_tag": tag} (structtag.go);
+// the other kinds (regex, choice, grammar) are refused. It replaces response_format, as
 // vLLM's structured_outputs does. When the engine parses qwen3 reasoning
 // and the prompt leaves <think> open, the reasoning runs free up to
 // </think> first, as for chat.
@@ -291,6 +291,7 @@ func (e *Engine) structuredGuide(raw json.RawMessage, prompt []int32) (*guide, *
 	}
 	var key string
 	var build func(b *grammar.Builder) (grammar.Frag, error)
+	var opts grammar.Options
 	set := 0
 	for k, v := range so {
 		v = bytes.TrimSpace(v)
@@ -309,8 +310,14 @@ func (e *Engine) structuredGuide(raw json.RawMessage, prompt []int32) (*guide, *
 		case "json_object":
 			key = "json_object"
 			build = func(b *grammar.Builder) (grammar.Frag, error) { return b.AnyObject(), nil }
-		case "regex", "choice", "grammar", "structural_tag":
-			return nil, badRequest("structured_outputs", "structured_outputs %s is not supported by this engine (json and json_object are).", k)
+		case "structural_tag":
+			tag, forbid, err := parseStructTag(v)
+			if err != nil {
+				return nil, badRequest("structured_outputs", "%v", err)
+			}
+			key, build, opts.Forbid = "so_tag\x00"+string(v), tag.build, forbid
+		case "regex", "choice", "grammar":
+			return nil, badRequest("structured_outputs", "structured_outputs %s is not supported by this engine (json, json_object and structural_tag are).", k)
 		case "disable_any_whitespace", "disable_additional_properties", "whitespace_pattern":
 			continue
 		default:
@@ -325,7 +332,7 @@ func (e *Engine) structuredGuide(raw json.RawMessage, prompt []int32) (*guide, *
 		return nil, badRequest("structured_outputs", "You can only use one kind of structured outputs constraint but multiple are specified.")
 	}
 	thinkOpen := e.opts.ReasoningParser == "qwen3" && chat.PromptOpensThink(e.tok.Decode(prompt))
-	g, err := e.compileGuide(thinkKey(key, thinkOpen), grammar.Options{}, withThink(build, thinkOpen))
+	g, err := e.compileGuide(thinkKey(key, thinkOpen), opts, withThink(build, thinkOpen))
 	if err != nil {
 		return nil, badRequest("structured_outputs", "structured_outputs: %v", err)
 	}
