@@ -8,7 +8,7 @@ import (
 )
 
 // covered reports whether tokens mode can serve a chat request: forced
-// tool calls are (continuity_forced.go, continuity_forced_stream.go); what else vLLM
+// tool calls are (continuity_forced.go); what else vLLM
 // enforces on chat only (response formats), prefills and custom templates
 // go to the chat endpoint as sent. Strict or single tool calls under auto
 // are covered: vLLM engines get vLLM's structural tag (structuralTag).
@@ -61,8 +61,7 @@ func covered(doc gjson.Result) error {
 // A call is one of the tools in either hermes layout, its arguments held to
 // the tool's parameters schema when the tool is strict (any JSON value
 // otherwise); with parallel_tool_calls false generation stops after the
-// first call. hone's embedded engine takes no structural tag: forced calls
-// go to it with a JSON schema (continuity_forced.go).
+// first call. hone's embedded engine gets embeddedTag instead.
 func structuralTag(doc gjson.Result) []byte {
 	tc := doc.Get("tool_choice")
 	named, auto := "", !tc.Exists() || tc.Type == gjson.Null || (tc.Type == gjson.String && tc.Str == "auto")
@@ -85,10 +84,11 @@ func structuralTag(doc gjson.Result) []byte {
 	if len(tools) == 0 || (auto && !single && !anyStrict) {
 		return nil
 	}
-	format := map[string]any{"type": "tags_with_separator", "tags": hermesTags(tools), "separator": "", "at_least_one": true,
+	tags := hermesTags(tools, hermesLayouts, false, []string{})
+	format := map[string]any{"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": true,
 		"stop_after_first": single || named != ""}
 	if auto {
-		format = map[string]any{"type": "triggered_tags", "triggers": []string{"<tool_call>"}, "tags": hermesTags(tools),
+		format = map[string]any{"type": "triggered_tags", "triggers": []string{"<tool_call>"}, "tags": tags,
 			"at_least_one": false, "stop_after_first": single, "excludes": []string{}}
 	}
 	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": format})
@@ -113,20 +113,80 @@ type hermesTag struct {
 	End string `json:"end"`
 }
 
-// hermesTags lists each tool in both hermes layouts (a newline inside the
-// tags, or none), as vLLM's _hermes_tool_tags.
-func hermesTags(tools []gjson.Result) []hermesTag {
+// The hermes layouts: a newline inside the tags (as the chat template
+// writes calls), or none; vLLM's tag allows both.
+var (
+	hermesNewline = [2]string{"<tool_call>\n{\"name\": \"", "}\n</tool_call>"}
+	hermesLayouts = [][2]string{hermesNewline, {"<tool_call>{\"name\": \"", "}</tool_call>"}}
+)
+
+// hermesTags lists each tool in the given layouts, as vLLM's
+// _hermes_tool_tags does in both. Arguments are held to the tool's
+// parameters schema when the tool is strict or allSchemas is set (any JSON
+// value otherwise); excludes is each content's excluded strings.
+func hermesTags(tools []gjson.Result, layouts [][2]string, allSchemas bool, excludes []string) []hermesTag {
 	var tags []hermesTag
 	for _, fn := range tools {
 		schema := json.RawMessage("true") // a tool not strict: any JSON value
-		if p := fn.Get("parameters"); fn.Get("strict").Type == gjson.True && p.Exists() && p.Type != gjson.Null {
+		if p := fn.Get("parameters"); allSchemas {
+			schema = embeddedArguments(p)
+		} else if fn.Get("strict").Type == gjson.True && p.Exists() && p.Type != gjson.Null {
 			schema = json.RawMessage(p.Raw)
 		}
-		for _, f := range [][2]string{{"<tool_call>\n{\"name\": \"", "}\n</tool_call>"}, {"<tool_call>{\"name\": \"", "}</tool_call>"}} {
+		for _, f := range layouts {
 			t := hermesTag{Type: "tag", Begin: f[0] + fn.Get("name").String() + `", "arguments": `, End: f[1]}
-			t.Content.Type, t.Content.JSONSchema, t.Content.Style, t.Content.Excludes = "json_schema", schema, "json", []string{}
+			t.Content.Type, t.Content.JSONSchema, t.Content.Style, t.Content.Excludes = "json_schema", schema, "json", excludes
 			tags = append(tags, t)
 		}
 	}
 	return tags
+}
+
+// embeddedArguments is the schema the embedded engine's chat holds a forced
+// call's arguments to (engine toolArguments): no parameters, exactly {};
+// an empty schema or true, any object; else the parameters.
+func embeddedArguments(p gjson.Result) json.RawMessage {
+	switch {
+	case !p.Exists() || p.Type == gjson.Null:
+		return json.RawMessage(`{"type":"object","additionalProperties":false}`)
+	case p.Type == gjson.True || (p.IsObject() && len(p.Map()) == 0):
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return json.RawMessage(p.Raw)
+}
+
+// embeddedTag is the structural tag equal to the constraint hone's embedded
+// engine puts on a forced call on its chat endpoint (engine chatGuide):
+// hermes calls in the template's newline layout, "\n" between them, the
+// arguments held to each tool's schema, "</tool_call>" in no string; one
+// call for a named function or with parallel_tool_calls false, else one
+// or more. Sent with the token-id prompt, the engine samples what its chat
+// would for the same prompt and seed. nil when the request forces no call.
+func embeddedTag(doc gjson.Result) []byte {
+	tc := doc.Get("tool_choice")
+	named := ""
+	switch {
+	case tc.IsObject():
+		named = tc.Get("function.name").String()
+	case tc.Type != gjson.String || tc.Str != "required":
+		return nil
+	}
+	var tools []gjson.Result
+	doc.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if named == "" || t.Get("function.name").String() == named {
+			tools = append(tools, t.Get("function"))
+		}
+		return named == "" || len(tools) == 0 // the first tool of that name, as the engine
+	})
+	if len(tools) == 0 {
+		return nil
+	}
+	single := named != "" || doc.Get("parallel_tool_calls").Type == gjson.False
+	format := map[string]any{"type": "tags_with_separator", "tags": hermesTags(tools, [][2]string{hermesNewline}, true,
+		[]string{"</tool_call>"}), "separator": "\n", "at_least_one": true, "stop_after_first": single}
+	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": format})
+	if err != nil {
+		return nil
+	}
+	return b
 }

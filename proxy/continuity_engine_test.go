@@ -148,9 +148,10 @@ func TestContinuityEmbeddedEngine(t *testing.T) {
 }
 
 // TestContinuityLastTurnServed: a conversation that ends with the assistant
-// turn hone served (LangChain sends back a forced call whose arguments ran
-// out of tokens as an invalid tool call, with no tool result) puts that
-// turn's sampled ids back too: the next prompt extends the path.
+// turn hone served (LangChain sends back a forced call that ran out of
+// tokens, with no tool result; cut inside its hermes block, the call is the
+// message's content) puts that turn's sampled ids back too: the next
+// prompt extends the path.
 func TestContinuityLastTurnServed(t *testing.T) {
 	h, store, url := startEngineContinuity(t, ContinuityTokens)
 	waitProbe(t, h.s, url)
@@ -163,7 +164,7 @@ func TestContinuityLastTurnServed(t *testing.T) {
 		r := sessionPost(t, h, store, "last", i, i == 1, false, body)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(gjson.GetBytes(r.body, "choices.0.message").Raw), &m)
-		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": m["tool_calls"]})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": m["content"], "tool_calls": m["tool_calls"]})
 	}
 	drift, leaves, cs := sessionDrift(t, store, "last", 2)
 	if drift != 0 || leaves != 1 || extends(cs) != 0 || testutil.ToFloat64(h.s.cont.spliced) != 1 {

@@ -89,7 +89,7 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 			"max_tokens": 400, "temperature": 1, "seed": 7 + turn, "stream": stream}
 		// the random model would add calls up to max_tokens; under auto (the
 		// last turn) as the OpenAI Agents SDK sends it, which tokens mode
-		// covers (the embedded engine gets no structural tag)
+		// covers (the embedded engine gets no tag under auto)
 		req["parallel_tool_calls"] = false
 		hdr := map[string]string{"X-Hone-Session": session}
 		if turn == 3 {
@@ -146,11 +146,12 @@ func forcedSession(t *testing.T, h *testHone, store *capture.Store, session stri
 // (required, named) whose client re-serialises the arguments, through hone
 // to the embedded engine with the shipped tiny model (random weights, so it
 // calls tools only when forced): in tokens mode every call goes as token
-// ids with structured_outputs, the session is one trajectory without
-// drift, and every tool call's arguments parse against the tool's schema.
-// Streamed, the calls come as vLLM's chat streams forced calls (tool-call
-// deltas) with the same samples. Observed (forced calls to the chat
-// endpoint as sent) the same loop drifts.
+// ids with the structural tag equal to the engine's chat constraint
+// (embeddedTag), the session is one trajectory without drift, and every
+// tool call's arguments parse against the tool's schema. Streamed, the
+// calls come as tool-call deltas with the same samples. Observed (forced
+// calls to the chat endpoint as sent) the first call is the same sample and
+// the loop drifts.
 func TestContinuityForcedEmbedded(t *testing.T) {
 	var unstreamed []gjson.Result
 	for _, stream := range []bool{false, true} {
@@ -191,7 +192,12 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 	}
 
 	obs, obsStore, _ := startEngineContinuity(t, ContinuityObserve)
-	forcedSession(t, obs, obsStore, "o1", true, false) // the embedded engine's chat says stop for a named call, as vLLM
+	observed := forcedSession(t, obs, obsStore, "o1", true, false) // the embedded engine's chat says stop for a named call, as vLLM
+	// the first prompt is the same in both modes: the token-id request's
+	// structural tag makes the engine sample what its chat samples
+	if a, b := observed[0].Get("function").Raw, unstreamed[0].Get("function").Raw; a != b {
+		t.Errorf("first call: chat endpoint %s, token ids %s", a, b)
+	}
 	drift, leaves, _ := sessionDrift(t, obsStore, "o1", 4)
 	t.Logf("observed: drift %d, %d trajectories", drift, leaves)
 	if drift == 0 {
@@ -201,169 +207,6 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 
 func countTokenCalls(h *testHone) float64 {
 	return testutil.ToFloat64(h.s.cont.calls.WithLabelValues("rendered")) + testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced"))
-}
-
-// TestContinuityForcedJSON: forced calls on vLLM 0.32's JSON tool-call
-// path, which tokens mode uses towards engines taking no structural tag
-// (hone's embedded engine), against a stub replaying vLLM's formats. The
-// token-id request carries structured_outputs json with vLLM's schema (an
-// array of {name, parameters}, at most one with parallel_tool_calls false;
-// the named function's parameters); the answer is vLLM's chat answer for
-// that path: the array's items as tool calls with Python-serialised
-// arguments (", ", ": ", floats as Python writes them, no ASCII escapes),
-// content "", finish_reason tool_calls (required) or stop (named), the
-// reasoning parsed; a named call's arguments are its output as written;
-// streamed, one announcement per call, then argument deltas, the
-// parameters as written. The client sends both calls back re-serialised:
-// one trajectory, drift 0, every call as token ids.
-func TestContinuityForcedJSON(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) { forcedVLLM(t, stream) })
-	}
-}
-
-func forcedVLLM(t *testing.T, stream bool) {
-	v := newScriptedVLLM(t,
-		"<think>\nI need the tool.\n</think>\n\n"+`[{"name": "calculator", "parameters": {"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}}]`+"<|im_end|>",
-		"<think>\nCheck it.\n</think>\n\n"+`{"expression":  "391"}`+"<|im_end|>",
-		"<think>\nIt is 391.\n</think>\n\n17 * 23 = 391.<|im_end|>")
-	h, store := startContinuityKind(t, ContinuityTokens, v, "embedded")
-	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
-	call := func(choice any, hdr map[string]string) *rawResponse {
-		r := map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "tools": []json.RawMessage{json.RawMessage(calcTool)},
-			"max_tokens": 64, "tool_choice": choice, "stream": stream}
-		if choice == "required" {
-			r["parallel_tool_calls"] = false
-		}
-		b, _ := json.Marshal(r)
-		hdr["X-Hone-Session"] = "v1"
-		resp := post(t, h.url, "/v1/chat/completions", b, hdr)
-		if resp.status != 200 {
-			t.Fatalf("%v: %d %s", choice, resp.status, resp.body)
-		}
-		return resp
-	}
-	named := map[string]any{"type": "function", "function": map[string]any{"name": "calculator"}}
-	wants := []struct {
-		choice            any
-		args, finish, why string
-	}{
-		{"required", `{"expression": "17*23 é", "n": 1, "scale": 2.5}`, "tool_calls", "\nI need the tool.\n"},
-		{named, "\n\n" + `{"expression":  "391"}`, "stop", "\nCheck it.\n"},
-	}
-	for i, w := range wants {
-		r := call(w.choice, map[string]string{})
-		ch := gjson.GetBytes(r.body, "choices.0")
-		if stream {
-			if i == 0 {
-				// streamed, the parameters as the model wrote them
-				w.args = `{"expression": "17*23 \u00e9", "n": 1, "scale": 2.50}`
-			}
-			checkForcedChunks(t, r.body)
-			m := aggregateStream(t, r.body)
-			fin := m["finish_reason"]
-			delete(m, "finish_reason")
-			if m["content"] == nil {
-				m["content"] = "" // the role chunk's
-			}
-			b, _ := json.Marshal(map[string]any{"message": m, "finish_reason": fin})
-			ch = gjson.ParseBytes(b)
-		}
-		tc := ch.Get("message.tool_calls")
-		if n := len(tc.Array()); n != 1 || tc.Get("0.function.name").String() != "calculator" ||
-			tc.Get("0.function.arguments").String() != w.args || !strings.HasPrefix(tc.Get("0.id").String(), "call_") ||
-			tc.Get("0.type").String() != "function" {
-			t.Errorf("call %d: tool calls %s, want arguments %q", i, tc.Raw, w.args)
-		}
-		if c := ch.Get("message.content"); c.Type != gjson.String || c.Str != "" {
-			t.Errorf("call %d: content %s", i, c.Raw)
-		}
-		if f := ch.Get("finish_reason").String(); f != w.finish {
-			t.Errorf("call %d: finish_reason %q, want %q", i, f, w.finish)
-		}
-		if rs := ch.Get("message.reasoning").String(); rs != w.why {
-			t.Errorf("call %d: reasoning %q", i, rs)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(ch.Get("message").Raw), &m); err != nil {
-			t.Fatal(err)
-		}
-		id := tc.Get("0.id").String()
-		msgs = append(msgs, reserialise(t, m), map[string]any{"role": "tool", "tool_call_id": id, "content": "391"})
-	}
-	call("auto", map[string]string{"X-Hone-Reward": "1", "X-Hone-Commit": "1"})
-	waitRecorded(t, store, "v1", 3, stream)
-
-	if r := v.routes(); len(r) != 3 || r[0] != "/v1/completions" || r[1] != "/v1/completions" || r[2] != "/v1/completions" {
-		t.Errorf("engine routes %v", r)
-	}
-	v.mu.Lock()
-	bodies := slices.Clone(v.cmpl)
-	v.mu.Unlock()
-	schemas := []string{
-		`{"type":"array","minItems":1,"items":{"type":"object","anyOf":[{"properties":{"name":{"type":"string","enum":["calculator"]},` +
-			`"parameters":{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}},` +
-			`"required":["name","parameters"]}]},"maxItems":1}`,
-		`{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}`,
-		``,
-	}
-	for i, want := range schemas {
-		if i >= len(bodies) {
-			break
-		}
-		got := gjson.Get(bodies[i], "structured_outputs.json").Raw
-		if !jsonEqual(got, want) {
-			t.Errorf("call %d: structured_outputs.json %s, want %s", i, got, want)
-		}
-		for _, k := range []string{"tool_choice", "tools", "messages", "parallel_tool_calls"} {
-			if gjson.Get(bodies[i], k).Exists() {
-				t.Errorf("call %d: completions body has %s", i, k)
-			}
-		}
-	}
-	drift, leaves, cs := sessionDrift(t, store, "v1", 3)
-	if drift != 0 || leaves != 1 || extends(cs) != 0 {
-		t.Errorf("drift %d, %d trajectories, call %d not extending", drift, leaves, extends(cs))
-	}
-	if n := testutil.ToFloat64(h.s.cont.spliced); n != 2 {
-		t.Errorf("turns put back %v, want 2", n)
-	}
-}
-
-// checkForcedChunks checks a streamed forced call's chunks as vLLM's chat
-// stream sends them: the role chunk with content "", then no content, the
-// call announced once (id, type, name) and its arguments in later deltas
-// without id or name, and the finish reason on the last choice chunk.
-func checkForcedChunks(t *testing.T, body []byte) {
-	t.Helper()
-	announced, fins := 0, 0
-	for i, line := range strings.Split(string(body), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		d := gjson.Get(data, "choices.0.delta")
-		if c := d.Get("content"); c.Exists() && (c.Str != "" || d.Get("role").String() != "assistant") {
-			t.Errorf("line %d: content delta %s", i, data)
-		}
-		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			if tc.Get("id").Exists() {
-				announced++
-				if tc.Get("type").String() != "function" || tc.Get("function.name").String() == "" {
-					t.Errorf("line %d: announcement %s", i, tc.Raw)
-				}
-			} else if tc.Get("function.name").Exists() || tc.Get("type").Exists() {
-				t.Errorf("line %d: a later delta names the call: %s", i, tc.Raw)
-			}
-			return true
-		})
-		if gjson.Get(data, "choices.0.finish_reason").Type == gjson.String {
-			fins++
-		}
-	}
-	if announced != 1 || fins != 1 {
-		t.Errorf("%d calls announced, %d finish reasons, want 1 and 1:\n%s", announced, fins, body)
-	}
 }
 
 // jsonEqual compares two JSON texts as values ("" equals "").
@@ -376,24 +219,6 @@ func jsonEqual(a, b string) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-// TestPyDumps: arguments re-serialised as Python's json.dumps(x,
-// ensure_ascii=False) writes what json.loads read (values checked with
-// CPython 3.11).
-func TestPyDumps(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"a":1,"b":[1,2,{"c":null}],"d":true,"e":false}`:                      `{"a": 1, "b": [1, 2, {"c": null}], "d": true, "e": false}`,
-		`{"x":2.50,"y":1e3,"z":1E-7,"w":-0.0,"v":1e16,"u":123456789012345678}`: `{"x": 2.5, "y": 1000.0, "z": 1e-07, "w": -0.0, "v": 1e+16, "u": 123456789012345678}`,
-		`{"s":"\u00e9\n\t\"\\/\u0001<>&"}`:                                     `{"s": "é\n\t\"\\/\u0001<>&"}`,
-		`{"k":1,"k":2,"j":3}`:                                                  `{"k": 2, "j": 3}`,
-		`{"n":-0,"m":1.0,"big":1e400}`:                                         `{"n": 0, "m": 1.0, "big": Infinity}`,
-		`{"f":0.1,"g":100000000000000000000.0,"h":0.0001,"i":0.00001}`:         `{"f": 0.1, "g": 1e+20, "h": 0.0001, "i": 1e-05}`,
-	} {
-		if got := pyDumps(gjson.Parse(in)); got != want {
-			t.Errorf("%s: %s, want %s", in, got, want)
-		}
-	}
 }
 
 // TestContinuityForcedNative: towards vLLM engines forced calls go as token
@@ -462,5 +287,39 @@ func TestContinuityForcedNative(t *testing.T) {
 				t.Errorf("drift %d, %d trajectories, call %d not extending", drift, leaves, extends(cs))
 			}
 		})
+	}
+}
+
+// TestContinuityForcedNoHermes: with a chat template that writes no hermes
+// calls (a Llama 3 template, say: vLLM constrains forced calls with that
+// model's own format, which hone does not build), a forced call goes to the
+// chat endpoint as sent and is counted observed; a free call of the same
+// session still goes as token ids.
+func TestContinuityForcedNoHermes(t *testing.T) {
+	v := newScriptedVLLM(t,
+		"<tool_call>\n"+`{"name": "calculator", "arguments": {"expression": "17*23"}}`+"\n</tool_call><|im_end|>",
+		"17 * 23 = 391.<|im_end|>")
+	h, store := startContinuity(t, ContinuityTokens, v)
+	h.s.cont.parse.Tools = false // as loaded from a template without <tool_call>
+	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
+	for i, choice := range []any{"required", "none"} {
+		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "max_tokens": 64,
+			"tools": []json.RawMessage{json.RawMessage(calcTool)}, "tool_choice": choice})
+		sessionPost(t, h, store, "nh", i, false, false, body)
+	}
+	v.mu.Lock()
+	paths := slices.Clone(v.paths)
+	v.mu.Unlock()
+	var sent []string
+	for _, p := range paths {
+		if p != "/tokenize" {
+			sent = append(sent, p)
+		}
+	}
+	if want := []string{"/v1/chat/completions", "/v1/completions"}; !slices.Equal(sent, want) {
+		t.Errorf("routes %v, want %v", sent, want)
+	}
+	if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("observe")); n != 1 {
+		t.Errorf("%v calls observed, want 1", n)
 	}
 }

@@ -30,11 +30,11 @@ type plan struct {
 	topN      int        // top_logprobs the client asked for
 	asIDs     bool       // the client asked return_tokens_as_token_ids
 	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
-	force     *forced    // a forced tool call (continuity_forced.go); nil: none
+	force     *forced    // a forced tool call (continuity_forced.go), sampled and parsed as hermes calls; nil: none
 	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
 	vllmTag   []byte     // the structural tag vLLM's chat would constrain the call with (structuralTag); nil: none
-	tag       []byte     // the tag sent to the engine the call goes to: vllmTag, or nil for an embedded engine
-	native    bool       // a forced call constrained by tag: sampled and parsed as hermes calls, not JSON
+	embTag    []byte     // the tag equal to the embedded engine's chat constraint (embeddedTag); nil: none
+	tag       []byte     // the tag sent to the engine the call goes to: vllmTag or embTag
 }
 
 // errNotCovered marks requests tokens mode leaves to the engine's chat
@@ -64,6 +64,9 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 		return nil, err
 	}
 	force, _ := forcedCall(doc) // covered checked it
+	if force != nil && !k.parse.Tools {
+		return nil, errors.New("a forced tool call with a chat template that writes no hermes calls: " + errNotCovered.Error())
+	}
 	req, err := template.ParseRequest(body)
 	if err != nil {
 		return nil, err
@@ -76,6 +79,9 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
 		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force,
 		single: doc.Get("parallel_tool_calls").Type == gjson.False, vllmTag: structuralTag(doc)}
+	if force != nil && k.parse.Tools {
+		p.embTag = embeddedTag(doc)
+	}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)
 	p.tools = k.parse.Tools && len(req.Tools) > 0 && string(req.Tools) != "[]" && tc != `"none"` && force == nil
 	for j := len(cv.msgs) - 1; j >= 0 && p.session != ""; j-- {
@@ -217,15 +223,17 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	if st == nil || !st.tokens {
 		return body, uri
 	}
-	p.tag, p.native = nil, false
-	if e.kind != "embedded" {
-		p.tag = p.vllmTag
-		p.native = p.force != nil && p.tag != nil
+	p.tag = p.vllmTag
+	if e.kind == "embedded" {
+		p.tag = p.embTag
+	}
+	if p.force != nil && p.tag == nil {
+		return body, uri // no tag to force the call with
 	}
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
 	// tool-calling requests) keep special tokens in a chat's output
 	// (skip_special_tokens false): the same text comes back here
-	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.native || p.k.parse.Reasoning))
+	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.force != nil || p.k.parse.Reasoning))
 	if err != nil {
 		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
 		return body, uri
@@ -283,12 +291,7 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 	out = append(out, `,"logprobs":`...)
 	out = strconv.AppendInt(out, int64(p.topN), 10)
 	out = append(out, `,"return_token_ids":true,"return_tokens_as_token_ids":true`...)
-	switch {
-	case p.force != nil && !p.native:
-		out = append(out, `,"structured_outputs":{"json":`...)
-		out = append(out, p.force.schema...)
-		out = append(out, '}')
-	case p.tag != nil:
+	if p.tag != nil {
 		tag, _ := json.Marshal(string(p.tag)) // vLLM takes the tag as a JSON string
 		out = append(out, `,"structured_outputs":{"structural_tag":`...)
 		out = append(out, tag...)

@@ -148,10 +148,7 @@ func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
 			TokenIDs: ids, FinishReason: finishReason(c.Get("finish_reason"), len(out.ToolCalls) > 0)}
 		if p.force != nil {
 			empty := ""
-			switch {
-			case !p.native:
-				ch.Message.Content, ch.Message.ToolCalls = &empty, p.force.calls(out.Content, p.forcedID)
-			case out.Content == nil:
+			if out.Content == nil {
 				ch.Message.Content = &empty // vLLM's content or ""
 			}
 			ch.FinishReason = p.force.finish(c.Get("finish_reason"))
@@ -245,7 +242,7 @@ func (p *plan) parseOptions() chat.ParseOptions {
 	if p.sentTo != nil && p.sentTo.kind != "embedded" && p.thinking {
 		open = true
 	}
-	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools || p.native, ThinkOpen: open && p.k.parse.Reasoning}
+	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools || p.force != nil, ThinkOpen: open && p.k.parse.Reasoning}
 }
 
 // tokens reads a completions choice's token ids (token_ids, else the

@@ -32,7 +32,6 @@ type streamChoice struct {
 	started bool
 	tools   bool
 	served  capture.Choice // what the client gets, for the served-turn cache
-	force   *forcedStream  // a forced tool call's output, nil for free calls
 }
 
 func (p *plan) chatStream(r io.Reader) io.Reader {
@@ -141,10 +140,6 @@ func (s *chatStream) state(i int) *streamChoice {
 	if sc == nil {
 		o := s.p.parseOptions()
 		sc = &streamChoice{}
-		if s.p.force != nil && !s.p.native {
-			// the constrained output is JSON, not hermes tool calls
-			o.Tools, sc.force = false, &forcedStream{f: s.p.force, id: chat.NewCallID}
-		}
 		sc.parser = chat.NewStreamParser(o)
 		s.choices[i] = sc
 	}
@@ -171,9 +166,6 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 	if fin.Type == gjson.String {
 		deltas = append(deltas, sc.parser.Finish()...)
 	}
-	if sc.force != nil {
-		deltas = sc.forced(deltas)
-	}
 	cc := contChunkChoice{Index: idx, TokenIDs: ids}
 	if lps != nil {
 		cc.Logprobs = &contLogprobs{Content: lps}
@@ -195,22 +187,6 @@ func (s *chatStream) choice(head contChunk, c gjson.Result) {
 		return // nothing generated in this step
 	}
 	s.emit(s.with(head, cc))
-}
-
-// forced turns a forced call's content deltas into tool-call deltas;
-// reasoning passes.
-func (sc *streamChoice) forced(deltas []chat.Delta) []chat.Delta {
-	var out []chat.Delta
-	for _, d := range deltas {
-		if d.ToolCall != nil || d.Reasoning != "" {
-			out = append(out, d)
-			continue
-		}
-		for _, tc := range sc.force.push(d.Content) {
-			out = append(out, chat.Delta{ToolCall: &tc})
-		}
-	}
-	return out
 }
 
 // merge adds one parsed delta to a chunk's delta (and to what the client
