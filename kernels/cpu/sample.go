@@ -12,11 +12,12 @@ var _ kernels.Sampler = (*Backend)(nil)
 
 // Sample implements kernels.Sampler with kernels/cuda's algorithm
 // (csrc/sample.cu) in float64 sums: the raw log-sum-exp for the returned
-// log-probabilities; greedy, or a draw over the whole row when top-k and
-// top-p are off, else over the best min(max(top_k, topN), 256) logits
-// (top-k keeps the first top_k, top-p cuts them against their mass, or the
-// whole row's when top-k is off); the draw is kernels.SampleUniform(seed,
-// row) times the kept mass, walked in order. Rows run in parallel.
+// log-probabilities; greedy; with top-k on, a draw over the best top_k
+// logits in order, top-p cutting them against their mass; with top-k off, a
+// draw by id over the shortest prefix of the row's order holding top_p of
+// its mass (a threshold found by radix select; the whole row when top_p >=
+// 1). The draw is kernels.SampleUniform(seed, row) times the kept mass,
+// walked in that order. Rows run in parallel.
 func (b *Backend) Sample(logits kernels.Tensor, params []kernels.Sampling, topN int) kernels.SampleOut {
 	rows, vocab := kernels.Rows(logits)
 	if len(params) != rows || topN < 0 || topN > kernels.MaxSampleCandidates || topN > vocab {
@@ -34,79 +35,32 @@ func (b *Backend) Sample(logits kernels.Tensor, params []kernels.Sampling, topN 
 }
 
 func sampleRow(x []float32, p kernels.Sampling, row, topN int, out *kernels.SampleOut) {
-	vocab, lse := len(x), logSumExp(x)
-	topK := int(p.TopK)
-	if topK >= vocab {
-		topK = 0
-	}
 	greedy := p.Temperature <= 0
-	wholeRow := !greedy && topK <= 0 && p.TopP >= 1
-	k := kernels.MaxSampleCandidates
-	if topK > 0 {
-		k = topK
+	topK := 0
+	if !greedy && p.TopK > 0 && int(p.TopK) < len(x) {
+		topK = min(int(p.TopK), kernels.MaxSampleCandidates)
 	}
-	k = min(max(k, topN), kernels.MaxSampleCandidates, vocab)
-	if wholeRow || greedy {
-		k = max(topN, 1)
+	k := max(topN, topK)
+	if greedy {
+		k = max(k, 1)
 	}
 	cand := topCandidates(x, k)
-	m := float64(x[cand[0]]) // the row's largest logit
+	m := math.Inf(-1) // the row's largest logit
+	for _, v := range x {
+		m = math.Max(m, float64(v))
+	}
 	e := func(v float32) float64 { return math.Exp((float64(v) - m) / float64(p.Temperature)) }
 	u01 := kernels.SampleUniform(p.Seed, row)
-	chosen := cand[0]
+	var chosen int32
 	switch {
 	case greedy:
-	case wholeRow:
-		var total float64
-		for _, v := range x {
-			total += e(v)
-		}
-		u, cum := u01*total, 0.0
-		chosen = int32(vocab - 1)
-		for j, v := range x {
-			if cum += e(v); u < cum {
-				chosen = int32(j)
-				break
-			}
-		}
+		chosen = cand[0]
+	case topK > 0:
+		chosen = drawCandidates(x, cand[:topK], e, p.TopP, u01)
 	default:
-		keptK := k
-		if topK > 0 && topK < k {
-			keptK = topK
-		}
-		var total float64
-		if topK > 0 {
-			for _, c := range cand[:keptK] {
-				total += e(x[c])
-			}
-		} else {
-			for _, v := range x {
-				total += e(v)
-			}
-		}
-		kept := keptK
-		if p.TopP < 1 {
-			var cum float64
-			for i, c := range cand[:keptK] {
-				if cum += e(x[c]) / total; cum >= float64(p.TopP) {
-					kept = i + 1
-					break
-				}
-			}
-		}
-		var mass float64
-		for _, c := range cand[:kept] {
-			mass += e(x[c])
-		}
-		u, cum := u01*mass, 0.0
-		chosen = cand[kept-1]
-		for _, c := range cand[:kept] {
-			if cum += e(x[c]); u < cum {
-				chosen = c
-				break
-			}
-		}
+		chosen = drawRow(x, e, p.TopP, u01)
 	}
+	lse := logSumExp(x)
 	out.Tokens[row] = chosen
 	out.Logp[row] = float32(float64(x[chosen]) - lse)
 	for c := 0; c < topN; c++ {
@@ -115,9 +69,130 @@ func sampleRow(x []float32, p kernels.Sampling, row, topN int, out *kernels.Samp
 	}
 }
 
+// drawCandidates draws among cand (in order) by mass e, top-p keeping the
+// shortest prefix that holds topP of their mass.
+func drawCandidates(x []float32, cand []int32, e func(float32) float64, topP float32, u01 float64) int32 {
+	var total float64
+	for _, c := range cand {
+		total += e(x[c])
+	}
+	kept := len(cand)
+	if topP < 1 {
+		var cum float64
+		for i, c := range cand {
+			if cum += e(x[c]) / total; cum >= float64(topP) {
+				kept = i + 1
+				break
+			}
+		}
+	}
+	var mass float64
+	for _, c := range cand[:kept] {
+		mass += e(x[c])
+	}
+	u, cum := u01*mass, 0.0
+	for _, c := range cand[:kept] {
+		if cum += e(x[c]); u < cum {
+			return c
+		}
+	}
+	return cand[kept-1]
+}
+
+// drawRow draws by id among the tokens of the shortest prefix of x's order
+// that holds topP of the mass e (every token when topP >= 1); past the
+// kept mass (rounding) it takes the last kept token.
+func drawRow(x []float32, e func(float32) float64, topP float32, u01 float64) int32 {
+	mass := make([]float64, len(x))
+	for j, v := range x {
+		mass[j] = e(v)
+	}
+	keep := make([]bool, len(x))
+	key, ties := uint32(0), len(x) // every token
+	if topP < 1 {
+		key, ties = topPThreshold(x, mass, e, topP)
+	}
+	var kept float64
+	for j, v := range x {
+		if k := orderKey(v); k > key || k == key && ties > 0 {
+			keep[j] = true
+			kept += mass[j]
+			if k == key {
+				ties--
+			}
+		}
+	}
+	u, cum, chosen := u01*kept, 0.0, int32(-1)
+	for j := range x {
+		if !keep[j] {
+			continue
+		}
+		if chosen, cum = int32(j), cum+mass[j]; u < cum {
+			break
+		}
+	}
+	return chosen
+}
+
+// topPThreshold returns the shortest prefix of x's order holding topP of
+// the mass: the largest key whose mass at and above reaches it (a radix
+// select, 8 bits of the key per pass), and how many of the tokens tied at
+// that key complete the prefix.
+func topPThreshold(x []float32, mass []float64, e func(float32) float64, topP float32) (key uint32, ties int) {
+	var total float64
+	for _, v := range mass {
+		total += v
+	}
+	target := float64(topP) * total
+	var above float64
+	for shift := 24; shift >= 0; shift -= 8 {
+		var hist [256]float64
+		found := ^uint32(0) << (shift + 8) // the bits found so far
+		for j, v := range x {
+			if k := orderKey(v); k&found == key {
+				hist[k>>shift&255] += mass[j]
+			}
+		}
+		b := 255
+		for ; b > 0 && above+hist[b] < target; b-- {
+			above += hist[b]
+		}
+		key |= uint32(b) << shift
+	}
+	n := math.Ceil((target - above) / e(keyValue(key)))
+	if !(n >= 1) {
+		return key, 1
+	}
+	return key, int(min(n, float64(len(x))))
+}
+
+// orderKey maps a logit to a uint32 whose unsigned order is the float
+// order (-0 as +0, which compare equal).
+func orderKey(v float32) uint32 {
+	if v == 0 {
+		v = 0
+	}
+	b := math.Float32bits(v)
+	if b>>31 != 0 {
+		return ^b
+	}
+	return b | 1<<31
+}
+
+// keyValue is orderKey's inverse.
+func keyValue(k uint32) float32 {
+	if k>>31 != 0 {
+		return math.Float32frombits(k &^ (1 << 31))
+	}
+	return math.Float32frombits(^k)
+}
+
 // topCandidates returns the ids of the k largest logits, largest first,
 // ties by the smaller id: one pass with a min-heap of k.
 func topCandidates(x []float32, k int) []int32 {
+	if k == 0 {
+		return nil
+	}
 	h := &candHeap{x: x, ids: make([]int32, 0, k)}
 	for j := range x {
 		id := int32(j)

@@ -75,8 +75,7 @@ func TestRacecheckSelftest(t *testing.T) {
 // TestConformanceRacecheck runs the conformance suite on every kernel
 // variant with racecheck on: no hazard in any kernel, the sampling one
 // included (a report is a backend error, which fails the group), and
-// results as without it. The Sample group runs once: both variants have
-// the same sampling kernel, and it is the suite's slowest group.
+// results as without it.
 func TestConformanceRacecheck(t *testing.T) {
 	for _, v := range Variants() {
 		t.Run(v, func(t *testing.T) {
@@ -87,9 +86,6 @@ func TestConformanceRacecheck(t *testing.T) {
 			defer be.Close()
 			be.SetRacecheck(true)
 			for _, g := range conformance.Groups(be) {
-				if g.Name == "Sample" && v != VariantReadable {
-					continue
-				}
 				t.Run(g.Name, func(t *testing.T) { g.Run(t) })
 			}
 		})
@@ -164,8 +160,9 @@ func (r *recorder) raceReport() string {
 
 // findRace runs, with the barrier b dropped and racecheck on, what may
 // reach it until racecheck reports a hazard: the block_max-twice self-test,
-// the sampling kernel, then the other conformance groups of each variant. It
-// returns where it was caught and the report, or "" if nothing reported.
+// then for each variant the sampling kernel and the other conformance
+// groups. It returns where it was caught and the report, or "" if nothing
+// reported.
 func findRace(t *testing.T, b barrier) (where, report string) {
 	t.Helper()
 	if _, err := emuSelftestWith(11, true, b.file, b.line); err != nil {
@@ -178,23 +175,9 @@ func findRace(t *testing.T, b barrier) (where, report string) {
 		}
 		be.SetRacecheck(true)
 		be.dropBarrier(b.file, b.line)
-		if v == VariantReadable {
-			rng := rand.New(rand.NewPCG(3, 4))
-			x := make([]float32, 4*300)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			lt := be.Upload(x, 4, 300)
-			params := []Sampling{{Temperature: 1, TopP: 1}, {Temperature: 0.7, TopK: 5, TopP: 1}, {TopP: 1}, {Temperature: 1, TopP: 0.9}}
-			// Without top-N log-probabilities the whole-row draw finds no
-			// candidates: only the barrier after the candidate loop orders
-			// the slice sums before thread 0 reads them.
-			be.Sample(lt, params, 0)
-			be.Sample(lt, params, 3)
-			if err := be.Err(); err != nil {
-				be.Close()
-				return "Sample", err.Error()
-			}
+		if err := sampleEveryPath(be); err != nil {
+			be.Close()
+			return v + "/Sample", err.Error()
 		}
 		for _, g := range conformance.Groups(be) {
 			if g.Name == "Sample" {
@@ -216,6 +199,23 @@ func findRace(t *testing.T, b barrier) (where, report string) {
 		be.Close()
 	}
 	return "", ""
+}
+
+// sampleEveryPath runs the sampling kernel down each of its paths (the
+// whole-row draw, top-k, greedy, top-p alone; without and with top-N
+// log-probabilities) and returns the backend's error.
+func sampleEveryPath(be *Backend) error {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 4*300)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	lt := be.Upload(x, 4, 300)
+	defer be.Free(lt)
+	params := []Sampling{{Temperature: 1, TopP: 1}, {Temperature: 0.7, TopK: 5, TopP: 1}, {TopP: 1}, {Temperature: 1, TopP: 0.9}}
+	be.Sample(lt, params, 0)
+	be.Sample(lt, params, 3)
+	return be.Err()
 }
 
 // TestRacecheckCatchesEveryMissingBarrier removes each __syncthreads of
