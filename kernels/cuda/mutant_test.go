@@ -90,6 +90,24 @@ var mutants = []mutant{
 		raceHooks: true,
 	},
 	{
+		// The walk down the bins starts one low: the top bin of a digit is
+		// never taken and its weight is missing from what lies above.
+		name: "off-by-one bucket in the sampling radix select",
+		file: "csrc/sample.cu",
+		from: "    int b = kRadixBins - 1;\n",
+		to:   "    int b = kRadixBins - 2;\n",
+		test: "TestConformanceEmulated/fast/passes/Sample",
+	},
+	{
+		// One tie too many at the k-th key: it overwrites the first
+		// candidate of the next thread's slice.
+		name: "a tie too many at the sampling threshold",
+		file: "csrc/sample.cu",
+		from: "return k > key || (k == key && seen++ < keep);",
+		to:   "return k > key || (k == key && seen++ <= keep);",
+		test: "TestConformanceEmulated/fast/passes/Sample",
+	},
+	{
 		// Thread j == width adds a column past the end of dst: every value
 		// the suite reads stays right, only AddressSanitizer sees the write.
 		name: "off-by-one bound in sum_rows_kernel writes past dst",
