@@ -4,6 +4,14 @@ package kernels
 // TopK <= 0 (or >= the vocabulary) and TopP >= 1 are off, Seed picks the
 // draw (counter-based: the same seed and row give the same token on every
 // backend, up to float rounding at the boundary between two tokens).
+//
+// A row's order is larger logits first, ties by the smaller id. With top-k
+// on, the draw is over the first min(TopK, MaxSampleCandidates) of the
+// order, top-p keeping the shortest prefix of those that holds TopP of
+// their mass, walked in order. With top-k off, top-p keeps the shortest
+// prefix of the whole row's order that holds TopP of the row's mass (every
+// token when TopP >= 1), however many tokens that is, and the draw walks
+// the kept tokens by id.
 type Sampling struct {
 	Temperature, TopP float32
 	TopK              int32
@@ -20,19 +28,17 @@ type SampleOut struct {
 	TopLogp []float32
 }
 
-// MaxSampleCandidates bounds top-k and the top-N log-probabilities: the
-// draw looks at the best 256 logits of a row when top-k or top-p is on
-// (top-k above it is capped; top-p without top-k keeps all 256 when they
-// hold less than top_p of the mass).
+// MaxSampleCandidates bounds top-k and the top-N log-probabilities: top-k
+// above it is capped to it (the candidates of a top-k draw are kept in
+// order, 256 at most); top-p without top-k is not bounded by it.
 const MaxSampleCandidates = 256
 
 // Sampler is a backend that draws tokens next to the logits, so a decode
 // step moves rows*(2+2*topN) numbers to the host instead of rows*vocab.
 // Every backend of hone implements it; the algorithm is the one of
-// kernels/cuda/csrc/sample.cu (candidates by value, top-k, then top-p
-// against the whole row's mass when top-k is off, a splitmix64 draw of
-// seed and row), and kernels/conformance holds each backend to a float64
-// reference of it.
+// kernels/cuda/csrc/sample.cu (Sampling says what is drawn from; the draw
+// is a splitmix64 of seed and row times the kept mass), and
+// kernels/conformance holds each backend to a float64 reference of it.
 type Sampler interface {
 	// Sample draws one token per row of logits [rows, vocab]; params has
 	// one entry per row, 0 <= topN <= min(vocab, MaxSampleCandidates).

@@ -105,14 +105,15 @@ struct Slice {
   long per, lo, hi;
 };
 
+// my_slice is the calling thread's slice: ceil(vocab / blockDim.x) ids.
 __device__ inline Slice my_slice(long vocab) {
   const long per = ceil_div(vocab, blockDim.x), lo = threadIdx.x * per;
   return {per, lo < vocab ? lo : vocab, lo + per < vocab ? lo + per : vocab};
 }
 
-// kept reports whether a token of key k is in the threshold th, seen
-// counting the ties met so far in the thread's slice, of which the first
-// keep are kept.
+// kept reports whether a token of key k is kept by a threshold at key:
+// above it, or among the first keep ties at it in the thread's slice (seen
+// counts the ties met so far).
 __device__ inline bool kept(uint32_t k, uint32_t key, long keep, long& seen) {
   return k > key || (k == key && seen++ < keep);
 }
