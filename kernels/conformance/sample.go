@@ -24,7 +24,7 @@ type sampleCase struct {
 // tied at the k-th candidate and across the top-p cut (halves; a best
 // value shared by -0 and +0, which are equal); rows mostly -inf, so that candidates and the kept set reach into
 // -inf; top-p alone over a flat and a nearly flat row, where it keeps
-// several hundred tokens.
+// several hundred tokens, and top-p 0, which keeps one.
 var sampleCases = []sampleCase{
 	{name: "random", vocab: 7, rows: 60, logits: scaledRandn, params: mixedParams, topN: []int{0, 5, 7}},
 	{name: "random", vocab: 100, rows: 60, logits: scaledRandn, params: mixedParams, topN: []int{0, 5}},
@@ -87,7 +87,7 @@ var sampleCases = []sampleCase{
 			return x
 		},
 		params: func(s *suite, r int) kernels.Sampling {
-			return kernels.Sampling{Temperature: 1, TopP: []float32{0.5, 0.95}[r%2], Seed: s.rng.Uint64()}
+			return kernels.Sampling{Temperature: 1, TopP: []float32{0.5, 0.95, 0}[r%3], Seed: s.rng.Uint64()} // 0: the first token
 		}},
 }
 

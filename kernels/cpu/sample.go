@@ -122,7 +122,7 @@ func drawRow(x []float32, e func(float32) float64, topP float32, u01 float64) in
 			}
 		}
 	}
-	u, cum, chosen := u01*kept, 0.0, int32(-1)
+	u, cum, chosen := u01*kept, 0.0, int32(0) // token 0 if nothing is kept (NaN logits only)
 	for j := range x {
 		if !keep[j] {
 			continue
@@ -134,6 +134,9 @@ func drawRow(x []float32, e func(float32) float64, topP float32, u01 float64) in
 	return chosen
 }
 
+// tinyMass is the least top-p target: every kept set holds a token.
+const tinyMass = 1e-300
+
 // topPThreshold returns the shortest prefix of x's order holding topP of
 // the mass: the largest key whose mass at and above reaches it (a radix
 // select, 8 bits of the key per pass), and how many of the tokens tied at
@@ -143,7 +146,11 @@ func topPThreshold(x []float32, mass []float64, e func(float32) float64, topP fl
 	for _, v := range mass {
 		total += v
 	}
+	// A top_p of 0 or below keeps the first token: a prefix holds one.
 	target := float64(topP) * total
+	if !(target > tinyMass) {
+		target = tinyMass
+	}
 	var above float64
 	for shift := 24; shift >= 0; shift -= 8 {
 		var hist [256]float64

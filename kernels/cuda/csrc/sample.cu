@@ -30,6 +30,7 @@
 namespace hone {
 
 constexpr int kSampleThreads = 256, kMaxCandidates = 256, kRadixBits = 8, kRadixBins = 1 << kRadixBits;
+constexpr double kTinyMass = 1e-300;
 
 // after reports whether (v, i) comes after (pv, pi) in the order of
 // candidates: larger values first, ties by smaller index.
@@ -146,6 +147,14 @@ __device__ double mass_from(const float* x, long vocab, float m, float inv_t, ui
   return block_sum(s);
 }
 
+// top_p_target is top_p of the row's temperature-scaled mass, or a tiny
+// positive mass if that is less (or NaN): a top_p of 0 or below keeps the
+// first token, a prefix holds at least one.
+__device__ double top_p_target(const float* x, long vocab, float m, float inv_t, float top_p) {
+  const double t = double(top_p) * mass_from(x, vocab, m, inv_t, 0, false);
+  return t > kTinyMass ? t : kTinyMass;
+}
+
 // ---- readable: candidates by arg-max, the top-p threshold by bisection ----
 
 // readable_candidates writes the first k of the row's order to cand, by
@@ -179,7 +188,7 @@ __device__ void readable_candidates(const float* x, long vocab, long k, V& cand_
 // by bisection (the mass only falls as the key grows), and how many of the
 // ties at it complete the prefix.
 __device__ Threshold readable_top_p(const float* x, long vocab, float m, float inv_t, float top_p) {
-  const double target = double(top_p) * mass_from(x, vocab, m, inv_t, 0, false);
+  const double target = top_p_target(x, vocab, m, inv_t, top_p);
   uint32_t lo = 0, hi = 0xffffffffu;  // mass_from(lo) >= target
   while (lo < hi) {
     const uint32_t mid = uint32_t((uint64_t(lo) + hi + 1) / 2);
@@ -281,7 +290,7 @@ __device__ void fast_candidates(const float* x, long vocab, long k, V& cand_v, I
 
 // fast_top_p is readable_top_p by radix select.
 __device__ Threshold fast_top_p(const float* x, long vocab, float m, float inv_t, float top_p) {
-  const double target = double(top_p) * mass_from(x, vocab, m, inv_t, 0, false);
+  const double target = top_p_target(x, vocab, m, inv_t, top_p);
   uint32_t key;
   double above;
   radix_select<double>(x, vocab, m, inv_t, target, key, above);
@@ -415,6 +424,7 @@ __global__ void sample_kernel(const float* logits, long vocab, const hone_sampli
   if (threadIdx.x != 0) return;
   if (greedy) chosen = cand_i[0];
   if (top_k > 0) chosen = draw_candidates(cand_v, cand_i, top_k, m, inv_t, p.top_p, u01);
+  if (chosen < 0) chosen = 0;  // NaN logits only: a token rather than a read outside the row
   tokens[row] = int32_t(chosen);
   logp[row] = x[chosen] - lse;
   for (int c = 0; c < top_n; c++) {
