@@ -103,48 +103,47 @@ func drawCandidates(x []float32, cand []int32, e func(float32) float64, topP flo
 // that holds topP of the mass e (every token when topP >= 1); past the
 // kept mass (rounding) it takes the last kept token.
 func drawRow(x []float32, e func(float32) float64, topP float32, u01 float64) int32 {
-	mass := make([]float64, len(x))
-	for j, v := range x {
-		mass[j] = e(v)
-	}
-	keep := make([]bool, len(x))
 	key, ties := uint32(0), len(x) // every token
 	if topP < 1 {
-		key, ties = topPThreshold(x, mass, e, topP)
+		key, ties = topPThreshold(x, e, topP)
 	}
-	var kept float64
-	for j, v := range x {
-		if k := orderKey(v); k > key || k == key && ties > 0 {
-			keep[j] = true
-			kept += mass[j]
+	// walk calls f on the kept tokens by id, with their masses, while it
+	// returns true: those above key, and the first ties at it.
+	walk := func(f func(j int, mass float64) bool) {
+		left := ties
+		for j, v := range x {
+			k := orderKey(v)
+			if k < key || k == key && left == 0 {
+				continue
+			}
 			if k == key {
-				ties--
+				left--
+			}
+			if !f(j, e(v)) {
+				return
 			}
 		}
 	}
+	var kept float64
+	walk(func(_ int, mass float64) bool { kept += mass; return true })
 	u, cum, chosen := u01*kept, 0.0, int32(0) // token 0 if nothing is kept (NaN logits only)
-	for j := range x {
-		if !keep[j] {
-			continue
-		}
-		if chosen, cum = int32(j), cum+mass[j]; u < cum {
-			break
-		}
-	}
+	walk(func(j int, mass float64) bool {
+		chosen, cum = int32(j), cum+mass
+		return u >= cum
+	})
 	return chosen
 }
 
-// tinyMass is the least top-p target: every kept set holds a token.
-const tinyMass = 1e-300
-
 // topPThreshold returns the shortest prefix of x's order holding topP of
-// the mass: the largest key whose mass at and above reaches it (a radix
+// the mass e: the largest key whose mass at and above reaches it (a radix
 // select, 8 bits of the key per pass), and how many of the tokens tied at
 // that key complete the prefix.
-func topPThreshold(x []float32, mass []float64, e func(float32) float64, topP float32) (key uint32, ties int) {
+func topPThreshold(x []float32, e func(float32) float64, topP float32) (key uint32, ties int) {
+	mass := make([]float64, len(x))
 	var total float64
-	for _, v := range mass {
-		total += v
+	for j, v := range x {
+		mass[j] = e(v)
+		total += mass[j]
 	}
 	// A top_p of 0 or below keeps the first token: a prefix holds one.
 	target := float64(topP) * total
@@ -172,6 +171,9 @@ func topPThreshold(x []float32, mass []float64, e func(float32) float64, topP fl
 	}
 	return key, int(min(n, float64(len(x))))
 }
+
+// tinyMass is the least top-p target: every kept set holds a token.
+const tinyMass = 1e-300
 
 // orderKey maps a logit to a uint32 whose unsigned order is the float
 // order (-0 as +0, which compare equal).

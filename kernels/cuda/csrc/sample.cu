@@ -224,7 +224,8 @@ __device__ void radix_select(const float* x, long vocab, float m, float inv_t, d
     const uint32_t found = shift + kRadixBits >= 32 ? 0 : ~0u << (shift + kRadixBits);  // the bits found so far
     for (long j = threadIdx.x; j < vocab; j += blockDim.x) {
       const uint32_t k = order_key(x[j]);
-      if ((k & found) == key) atomicAdd(&hist[(k >> shift) & (kRadixBins - 1)], mass ? W(expf((x[j] - m) * inv_t)) : W(1));
+      if ((k & found) != key) continue;
+      atomicAdd(&hist[(k >> shift) & (kRadixBins - 1)], mass ? W(expf((x[j] - m) * inv_t)) : W(1));
     }
     __syncthreads();
     // Every thread walks the bins down from the top (no broadcast needed);
@@ -401,7 +402,9 @@ __global__ void sample_kernel(const float* logits, long vocab, const hone_sampli
 
   const bool greedy = p.temperature <= 0;
   const float inv_t = greedy ? 1.0f : 1.0f / p.temperature;
-  const long top_k = greedy || p.top_k <= 0 || p.top_k >= vocab ? 0 : p.top_k < kMaxCandidates ? p.top_k : kMaxCandidates;
+  const long top_k = greedy || p.top_k <= 0 || p.top_k >= vocab ? 0
+                     : p.top_k < kMaxCandidates                   ? p.top_k
+                                                                  : kMaxCandidates;
   // Candidates: the first top_n of the order, top_k with top-k on, one
   // for greedy.
   long k = top_n > top_k ? top_n : top_k;
