@@ -93,7 +93,8 @@ func TestEngineOnEmulatedCUDA(t *testing.T) {
 // next to the logits (kernels.Sampler) when no host-only processor
 // applies: a seeded request draws the same text again, alone or batched
 // beside another, other seeds draw other text, and a request with a
-// repetition penalty goes through the downloaded logits instead.
+// repetition penalty or a top_k over the device's cap goes through the
+// downloaded logits instead.
 func TestEngineDeviceSampling(t *testing.T) {
 	dev, err := cuda.NewEmulated(cuda.VariantFast)
 	if err != nil {
@@ -153,8 +154,10 @@ func TestEngineDeviceSampling(t *testing.T) {
 	if draws == 0 {
 		t.Fatal("no step drew on the device")
 	}
-	complete(7, map[string]any{"repetition_penalty": 1.3})
-	if e.sched.deviceDraws.Load() != draws {
-		t.Error("a request with a repetition penalty drew on the device")
+	for _, extra := range []map[string]any{{"repetition_penalty": 1.3}, {"top_k": kernels.MaxSampleCandidates + 1}} {
+		complete(7, extra)
+		if e.sched.deviceDraws.Load() != draws {
+			t.Errorf("a request with %v drew on the device", extra)
+		}
 	}
 }

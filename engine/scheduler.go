@@ -384,8 +384,9 @@ func (s *scheduler) record(q *seq, ev tokenEvent) bool {
 
 // deviceParams returns the step's kernels.Sampling rows when every
 // sequence that samples in it can draw on the device: the lm samples on a
-// device, and no logits processor, grammar, min_p or min_tokens applies
-// (those run on the host, over downloaded logits). A row's seed is drawn
+// device, and no logits processor, grammar, min_p, min_tokens or top_k
+// over kernels.MaxSampleCandidates (the device caps it) applies (those run
+// on the host, over downloaded logits). A row's seed is drawn
 // from its sequence's generator (and unmixed from the row index the kernel
 // mixes in), so a seeded request draws the same tokens whatever its row.
 func (s *scheduler) deviceParams(rows, chunks []int) ([]kernels.Sampling, bool) {
@@ -405,6 +406,7 @@ func (s *scheduler) deviceParams(rows, chunks []int) ([]kernels.Sampling, bool) 
 		}
 		p := q.spec.Params
 		if p.Guide != nil || q.counts != nil || p.MinP > 0 || p.TopLogprobs > kernels.MaxSampleCandidates ||
+			p.TopK > kernels.MaxSampleCandidates ||
 			(q.ngen < q.spec.MinTokens && len(q.spec.StopIDs) > 0) {
 			return nil, false
 		}
