@@ -22,9 +22,10 @@ type sampleCase struct {
 // top-p, vocabularies under a warp, of a partial block, of several slices
 // per thread; top-k at the 256 cap and above it, top-N at 256; logits
 // tied at the k-th candidate and across the top-p cut (halves; a best
-// value shared by -0 and +0, which are equal); rows mostly -inf, so that candidates and the kept set reach into
-// -inf; top-p alone over a flat and a nearly flat row, where it keeps
-// several hundred tokens, and top-p 0, which keeps one.
+// value shared by -0 and +0, which are equal); rows mostly -inf, so that
+// the candidates and the kept set reach into -inf; top-p alone over a
+// flat and a nearly flat row, where it keeps several hundred tokens, and
+// top-p 0, which keeps one.
 var sampleCases = []sampleCase{
 	{name: "random", vocab: 7, rows: 60, logits: scaledRandn, params: mixedParams, topN: []int{0, 5, 7}},
 	{name: "random", vocab: 100, rows: 60, logits: scaledRandn, params: mixedParams, topN: []int{0, 5}},
