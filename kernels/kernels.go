@@ -29,7 +29,8 @@ type DType uint8
 // Storage types: float32 (the default, and what every operation computes
 // in) and bfloat16 (the upper half of a float32, rounded to nearest even),
 // which only MatMul's A and B, Embedding's table and TokenLogProbs' w (with
-// its backward's w) accept; the result and its accumulation stay float32.
+// its backward's w) accept, besides View, Copy and Convert; the result and
+// its accumulation stay float32.
 const (
 	F32 DType = iota
 	BF16
@@ -153,6 +154,12 @@ type Backend interface {
 	Copy(dst, src Tensor)
 	// Fill sets every element of t to v.
 	Fill(t Tensor, v float32)
+	// Convert copies src into dst (equal lengths; shapes may differ)
+	// converting between their types: float32 to BF16 rounds to nearest
+	// even (as UploadT), BF16 to float32 widens exactly, equal types copy.
+	// It is how the model's autocast rounds an activation to bf16 for a
+	// bf16 x bf16 GEMM.
+	Convert(dst, src Tensor)
 
 	// UploadIndex copies ids into a new device index and records their
 	// range. ids must not change until FreeIndex: a host backend may keep

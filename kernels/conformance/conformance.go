@@ -67,6 +67,7 @@ func Groups(be kernels.Backend) []Group {
 		{"AdamW", s.adamw},
 		{"Sample", s.sample},
 		{"BF16", s.bf16},
+		{"Convert", s.convert},
 	}
 	for i := range gs {
 		name, fn := gs[i].Name, gs[i].Run

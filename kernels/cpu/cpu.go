@@ -217,6 +217,23 @@ func (b *Backend) Copy(dst, src kernels.Tensor) {
 	copy(d, s)
 }
 
+// Convert implements kernels.Backend: kernels.ToBF16 to bf16 (round to
+// nearest even), kernels.FromBF16 to float32, a copy between equal types.
+func (b *Backend) Convert(dst, src kernels.Tensor) {
+	d, s := cpuTensor(dst), cpuTensor(src)
+	mustLen("convert", d.Len(), s.Len())
+	switch {
+	case d.dt == s.dt:
+		b.Copy(dst, src)
+	case d.dt == kernels.BF16:
+		for i, v := range s.data {
+			d.half[i] = kernels.ToBF16(v)
+		}
+	default:
+		widenInto(d.data, s.half)
+	}
+}
+
 // Fill implements kernels.Backend.
 func (b *Backend) Fill(t kernels.Tensor, v float32) {
 	d := data(t)

@@ -312,6 +312,26 @@ func (b *Backend) Copy(dst, src kernels.Tensor) {
 	})
 }
 
+// Convert implements kernels.Backend on the device: float32 to bf16 with
+// __float2bfloat16_rn (round to nearest even), bf16 to float32 exactly, a
+// copy between equal types.
+func (b *Backend) Convert(dst, src kernels.Tensor) {
+	d, s := host(dst), host(src)
+	mustLen("convert", s.n, d.n)
+	switch {
+	case d.bf16 == s.bf16:
+		b.Copy(dst, src)
+	case d.bf16:
+		b.call("convert f32 to bf16", func(c *C.hone_ctx) C.int {
+			return C.hone_f32_to_bf16(c, bfp(dst), fp(src), C.long(d.n))
+		})
+	default:
+		b.call("convert bf16 to f32", func(c *C.hone_ctx) C.int {
+			return C.hone_bf16_to_f32(c, fp(dst), bfp(src), C.long(d.n))
+		})
+	}
+}
+
 // Fill implements kernels.Backend.
 func (b *Backend) Fill(t kernels.Tensor, v float32) {
 	b.call("fill", func(c *C.hone_ctx) C.int { return C.hone_fill(c, fp(t), C.long(t.Len()), C.float(v)) })
