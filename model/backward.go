@@ -190,7 +190,7 @@ func (w *bwd) linear(din, in, dy kernels.Tensor, l int, mod Module, accumulate b
 	if accumulate {
 		beta = 1
 	}
-	be.MatMul(din, dy, m.layers[l].w[mod], false, false, 1, beta)
+	m.baseMatMul(din, dy, m.layers[l].w[mod], false, beta)
 	if gb := w.g.base; gb != nil {
 		be.MatMul(gb.layers[l].w[mod], dy, in, true, false, 1, 1)
 		if mod <= ModO && gb.layers[l].bias[mod] != nil {

@@ -207,7 +207,7 @@ func (m *Model) runLogits(ctx context.Context, b *batch, rows []int32) (kernels.
 	defer func() { be.Free(h); be.Free(hn); be.FreeIndex(drows) }()
 	be.Embedding(h, x, drows)
 	be.RMSNorm(hn, h, m.norm, float32(cfg.RMSNormEps))
-	be.MatMul(logits, hn, m.lmHead, false, true, 1, 0)
+	m.baseMatMul(logits, hn, m.lmHead, true, 0)
 	return logits, nil
 }
 
@@ -297,7 +297,7 @@ func (m *Model) mlpBlock(l int, b *batch, sc *scratch) {
 // matmuls. tmp is scratch of at least rows*rank elements.
 func (m *Model) linear(out, in kernels.Tensor, l int, mod Module, segs []segment, tmp kernels.Tensor) {
 	be, ly := m.be, &m.layers[l]
-	be.MatMul(out, in, ly.w[mod], false, true, 1, 0)
+	m.baseMatMul(out, in, ly.w[mod], true, 0)
 	if mod <= ModO && ly.bias[mod] != nil {
 		be.AddRow(out, ly.bias[mod])
 	}

@@ -90,6 +90,9 @@ type Model struct {
 	rope   kernels.RoPETable // cos/sin for positions [0, MaxPositions)
 	// checkpoint: ForwardTrain keeps layer inputs only (SetCheckpointing).
 	checkpoint bool
+	// autocast: GEMMs against bf16 base weights round their activation to
+	// bf16 (SetAutocast, autocast.go).
+	autocast bool
 }
 
 // layer holds one decoder layer's weights.

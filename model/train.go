@@ -152,6 +152,7 @@ func (m *Model) forwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*
 	act.xOut = x
 	act.hOut = act.alloc(t, cfg.HiddenSize)
 	be.RMSNorm(act.hOut, x, m.norm, float32(cfg.RMSNormEps))
+	m.roundForHead(act.hOut)
 	act.lse = act.alloc(t)
 	logp := act.alloc(t)
 	be.TokenLogProbs(logp, act.lse, act.hOut, m.lmHead, act.dtarget)

@@ -45,10 +45,11 @@ func withBrokenCUDA(t *testing.T) {
 }
 
 // passLine is the table's last line when every check passes: one row per
-// conformance group and twelve LoRA-step rows (loss, grads, adamw for two
-// architectures, with float32 and with bf16 base weights).
+// conformance group and eighteen LoRA-step rows (loss, grads, adamw for two
+// architectures, with float32 base weights, bf16 ones, and bf16 ones with
+// autocast).
 var (
-	nChecks  = len(conformance.Groups(cpu.New(1))) + 12
+	nChecks  = len(conformance.Groups(cpu.New(1))) + 18
 	passLine = fmt.Sprintf("PASS: %d checks", nChecks)
 )
 

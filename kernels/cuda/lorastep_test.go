@@ -123,3 +123,52 @@ func TestLoRAStepBF16MatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAStepAutocastMatchesCPU: with bf16 base weights and autocast
+// (model.SetAutocast: the activation operand of every GEMM against a base
+// matrix rounded to bf16, the GEMM bf16 x bf16 with float32 accumulation)
+// the emulated CUDA backend's LoRA step equals the CPU backend's with
+// autocast: the loss within 1e-5 relative and gradients and adapter
+// tensors within selftest.AutocastParityTol, 2e-3 (see there for why the
+// bound is wider than exact mode's: a float32 ulp on a bf16 rounding
+// boundary flips an activation by 2^-8). How far autocast moves the step from
+// exact mode (bf16 weights, float32 activations) is logged.
+func TestLoRAStepAutocastMatchesCPU(t *testing.T) {
+	ctx := context.Background()
+	for _, arch := range selftest.Archs {
+		ref, err := selftest.CPUReferenceMode(ctx, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exactRef, err := selftest.CPUReferenceT(ctx, arch, kernels.BF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved, floor := 0.0, 0.0
+		for name, w := range exactRef.Want.Grads {
+			moved = math.Max(moved, selftest.RelErr(ref.Want.Grads[name], w))
+			floor = math.Max(floor, ref.Floor["grad "+name])
+		}
+		t.Logf("%s: autocast against exact mode on the cpu: loss %.7g vs %.7g (relative %.2g), worst LoRA gradient relative %.2g; cpu variants with autocast among themselves: worst gradient %.2g",
+			arch, ref.Want.Loss, exactRef.Want.Loss, math.Abs(ref.Want.Loss-exactRef.Want.Loss)/math.Abs(exactRef.Want.Loss), moved, floor)
+		for _, v := range Variants() {
+			t.Run(arch+"/"+v, func(t *testing.T) {
+				be, err := NewEmulated(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Close()
+				got, err := selftest.LoRAStepMode(ctx, be, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range ref.Compare(got) {
+					if !r.Pass {
+						t.Errorf("%s: %s", r.Name, r.Failure)
+					}
+					t.Logf("%s: worst %s relative %.2g (tolerance %.2g)", r.Name, r.Worst, r.MaxErr, r.Tol)
+				}
+			})
+		}
+	}
+}

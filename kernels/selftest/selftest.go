@@ -29,7 +29,8 @@ import (
 type Result struct {
 	// Name is "conformance/OP" (a group of the suite: the op and its
 	// backward), "lora-step/ARCH/WHAT" (loss, grads, adamw) or
-	// "lora-step-bf16/ARCH/WHAT" (the same with bf16 base weights).
+	// "lora-step-bf16/ARCH/WHAT" (the same with bf16 base weights) or
+	// "lora-step-autocast/ARCH/WHAT" (bf16 base weights with autocast).
 	Name string
 	Pass bool
 	// MaxErr and Tol are the worst check's error and its tolerance (the

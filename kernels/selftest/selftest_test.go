@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -16,10 +17,10 @@ import (
 
 // nGroups is how many conformance groups (rows) a report has, nParity how
 // many LoRA-step rows: loss, grads and adamw for two architectures, with
-// float32 and with bf16 base weights.
+// float32 base weights, bf16 ones, and bf16 ones with autocast.
 var (
 	nGroups = len(conformance.Groups(cpu.New(1)))
-	nParity = 12
+	nParity = 18
 )
 
 // brokenRMSNorm is the CPU backend with RMSNorm's output 1% too large: a
@@ -29,6 +30,26 @@ type brokenRMSNorm struct{ kernels.Backend }
 func (b brokenRMSNorm) RMSNorm(out, x, w kernels.Tensor, eps float32) {
 	b.Backend.RMSNorm(out, x, w, eps)
 	b.Backend.Scale(out, out, 1.01)
+}
+
+// truncatingConvert is the CPU backend with a Convert to bf16 that
+// truncates instead of rounding to nearest even: what autocast's rounding
+// could get wrong.
+type truncatingConvert struct{ kernels.Backend }
+
+func (b truncatingConvert) Convert(dst, src kernels.Tensor) {
+	if dst.DType() != kernels.BF16 || src.DType() != kernels.F32 {
+		b.Backend.Convert(dst, src)
+		return
+	}
+	h := make([]float32, src.Len())
+	b.Download(h, src)
+	for i, v := range h {
+		h[i] = math.Float32frombits(math.Float32bits(v) &^ 0xffff)
+	}
+	u := b.Upload(h, src.Shape()...)
+	b.Backend.Convert(dst, u) // exact: every value is a bf16 already
+	b.Free(u)
 }
 
 // panickyAttention panics in its attention forward, as a shape check would.
@@ -71,13 +92,17 @@ func TestSelftest(t *testing.T) {
 		wantFail string // the conformance group that must fail; "" = everything passes
 		wantMsg  string // in that group's failure
 		parity   bool   // the LoRA step parity fails too
+		// parityOnly, when set, is the prefix of every failing parity row.
+		parityOnly string
 	}{
-		{"cpu", newCPU, "", "", false},
-		{"broken RMSNorm", func() kernels.Backend { return brokenRMSNorm{newCPU()} }, "conformance/RMSNorm", "rmsnorm", true},
+		{"cpu", newCPU, "", "", false, ""},
+		{"broken RMSNorm", func() kernels.Backend { return brokenRMSNorm{newCPU()} }, "conformance/RMSNorm", "rmsnorm", true, ""},
 		{"panicking Attention", func() kernels.Backend { return panickyAttention{newCPU()} }, "conformance/Attention",
-			"panic: attention: deliberately broken", true},
+			"panic: attention: deliberately broken", true, ""},
 		{"device error in SiLU", func() kernels.Backend { return faultySiLU{newCPU(), new(error)} }, "conformance/Activations",
-			"silu: launch failed", false},
+			"silu: launch failed", false, ""},
+		{"truncating Convert", func() kernels.Backend { return truncatingConvert{newCPU()} }, "conformance/Convert",
+			"round to nearest even", true, "lora-step-autocast/"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +143,9 @@ func TestSelftest(t *testing.T) {
 					failedConf = append(failedConf, n)
 				} else {
 					parityFailed = true
+					if !strings.HasPrefix(n, tc.parityOnly) {
+						t.Errorf("parity row %s failed, want only %s rows to", n, tc.parityOnly)
+					}
 				}
 			}
 			if len(failedConf) != 1 || failedConf[0] != tc.wantFail {

@@ -1,0 +1,62 @@
+package model
+
+import "github.com/hone-rl/hone/kernels"
+
+// Autocast, as PyTorch's torch.autocast(dtype=torch.bfloat16) treats a
+// bf16 model: the GEMMs against a bf16 base weight take their float32
+// activation operand rounded to bf16 (round to nearest even, into a
+// temporary the size of that operand) and run bf16 x bf16 with float32
+// accumulation and a float32 result, which a GPU runs on its tensor cores.
+// The GEMMs are the projections' x W^T, the LM head's h W^T and the input
+// gradient dY W of the backward. LoRA's A and B GEMMs, norms, attention and
+// everything else stay float32, as the gradients and optimiser state do.
+//
+// Off (the default), a bf16 weight meets the float32 activation as is: the
+// backend widens the weight and the product is the float32 GEMM of the
+// stored values (exact mode). Autocast moves a step's loss and gradients by
+// the rounding of the activations (about 2^-9 relative per element); both
+// backends implement it alike (Backend.Convert, then MatMul with two bf16
+// operands), so the CPU and CUDA backends agree with autocast on as they do
+// with it off.
+
+// SetAutocast turns autocast on or off for later passes (Forward,
+// ForwardTrain and Backward; a Backward follows the setting of its own
+// call). It changes nothing for float32 weights.
+func (m *Model) SetAutocast(on bool) { m.autocast = on }
+
+// Autocast reports whether autocast is on.
+func (m *Model) Autocast() bool { return m.autocast }
+
+// casts reports whether a GEMM against base weight w runs in bf16.
+func (m *Model) casts(w kernels.Tensor) bool { return m.autocast && w.DType() == kernels.BF16 }
+
+// baseMatMul sets c = x op(w) + beta*c for a base weight w (op transposes
+// with transW), rounding x to bf16 first when autocast applies. The
+// temporary lives for this call only, so concurrent passes share nothing.
+func (m *Model) baseMatMul(c, x, w kernels.Tensor, transW bool, beta float32) {
+	be := m.be
+	if !m.casts(w) {
+		be.MatMul(c, x, w, false, transW, 1, beta)
+		return
+	}
+	xb := be.NewT(kernels.BF16, x.Shape()...)
+	be.Convert(xb, x)
+	be.MatMul(c, xb, w, false, transW, 1, beta)
+	be.Free(xb)
+}
+
+// roundForHead rounds h (the final norm's output) to bf16 in place when
+// autocast applies to the LM head: TokenLogProbs and its backward then
+// compute the logits from the rounded activation, as the bf16 x bf16 GEMM
+// would (the product of two bf16 values is exact in float32, so only the
+// order of the float32 sums differs).
+func (m *Model) roundForHead(h kernels.Tensor) {
+	if !m.casts(m.lmHead) {
+		return
+	}
+	be := m.be
+	hb := be.NewT(kernels.BF16, h.Shape()...)
+	be.Convert(hb, h)
+	be.Convert(h, hb)
+	be.Free(hb)
+}
