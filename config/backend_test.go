@@ -36,6 +36,12 @@ func TestTrainerBackend(t *testing.T) {
 			wantErr: `engine_embedded.backend: "gpu" is not one of cpu, cuda, auto`},
 		{name: "engine weight dtype unknown", env: []string{"HONE_ENGINE_EMBEDDED_WEIGHT_DTYPE=bf16"},
 			wantErr: `engine_embedded.weight_dtype: "bf16" is not one of auto, float32, bfloat16`},
+		{name: "engine autocast from env", env: []string{"HONE_ENGINE_EMBEDDED_AUTOCAST=off"}, want: "cpu"},
+		{name: "engine autocast unknown", yaml: "engine_embedded:\n  autocast: yes\n",
+			wantErr: `engine_embedded.autocast: "yes" is not one of auto, on, off`},
+		{name: "trainer autocast unknown", yaml: "trainer:\n  enabled: true\n  autocast: bf16\n",
+			wantErr: `trainer autocast "bf16": want auto, on or off`},
+		{name: "trainer autocast on", yaml: "trainer:\n  enabled: true\n  autocast: on\n", want: "cpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""

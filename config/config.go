@@ -154,6 +154,9 @@ func (c *Config) Finish() error {
 	if w := c.Embedded.WeightDType; w != "auto" && w != "float32" && w != "bfloat16" {
 		return fmt.Errorf("engine_embedded.weight_dtype: %q is not one of auto, float32, bfloat16", w)
 	}
+	if a := c.Embedded.Autocast; a != "auto" && a != "on" && a != "off" {
+		return fmt.Errorf("engine_embedded.autocast: %q is not one of auto, on, off", a)
+	}
 	if c.Trainer.Enabled {
 		if err := c.Trainer.Validate(); err != nil {
 			return fmt.Errorf("trainer: %w", err)

@@ -133,6 +133,9 @@ func TestEngineDeviceSampling(t *testing.T) {
 			t.Fatalf("weight_dtype auto on a device: %s is %v, want bf16", p.Name, p.Tensor.DType())
 		}
 	}
+	if !lm.m.Autocast() {
+		t.Fatal("autocast auto with bf16 weights on a device: off, want on")
+	}
 	first := complete(7, nil)
 	if again := complete(7, nil); again != first {
 		t.Errorf("seed 7 drew %q, then %q", first, again)

@@ -50,7 +50,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	parts, err := loadModel(ctx, opts.ModelDir, opts.Threads, opts.Device, opts.WeightDType)
+	parts, err := loadModel(ctx, opts.ModelDir, opts.Threads, opts.Device, opts.WeightDType, opts.Autocast)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

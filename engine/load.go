@@ -96,8 +96,9 @@ func (l *modelLM) Forward(ctx context.Context, steps []lmStep) ([][]float32, err
 
 // loadModel loads a model folder (weights, tokenizer, generation_config.json)
 // onto dev, or the CPU backend with threads workers when dev is nil, the
-// base weights stored as Options.WeightDType says.
-func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend, weights string) (modelParts, error) {
+// base weights stored as Options.WeightDType says and multiplied as
+// Options.Autocast says.
+func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend, weights, autocast string) (modelParts, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
@@ -105,6 +106,7 @@ func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend
 	if weights == "bfloat16" || (weights == "auto" && dev != nil) {
 		dt = kernels.BF16
 	}
+	onDevice := dev != nil
 	if dev == nil {
 		dev = cpu.New(threads)
 	}
@@ -112,6 +114,7 @@ func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend
 	if err != nil {
 		return modelParts{}, err
 	}
+	m.SetAutocast(autocast == "on" || (autocast == "auto" && onDevice && dt == kernels.BF16))
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return modelParts{}, err
@@ -174,7 +177,7 @@ func loadGenerationConfig(dir string) (genDefaults, error) {
 // reloadWeights loads the model folder again and swaps it in once the
 // running sequences finish; loaded adapters are reloaded onto it.
 func (e *Engine) reloadWeights(ctx context.Context) error {
-	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads, e.opts.Device, e.opts.WeightDType)
+	parts, err := loadModel(ctx, e.opts.ModelDir, e.opts.Threads, e.opts.Device, e.opts.WeightDType, e.opts.Autocast)
 	if err != nil {
 		return fmt.Errorf("reload weights: %w", err)
 	}

@@ -67,6 +67,10 @@ type Options struct {
 	// (bfloat16 on a Device, float32 on the CPU backend, where a bf16 GEMM
 	// widens the weights to a float32 copy first).
 	WeightDType string `yaml:"weight_dtype"`
+	// Autocast rounds the activation operand of the GEMMs against bf16 base
+	// weights to bf16 (model.SetAutocast): on, off (exact), or auto (on
+	// when the base weights are bf16 on a Device).
+	Autocast string `yaml:"autocast"`
 	// Device is the opened backend the model loads onto; nil means the CPU
 	// backend with Threads workers. The engine does not close it.
 	Device kernels.Backend `yaml:"-"`
@@ -79,6 +83,7 @@ func DefaultOptions() Options {
 	return Options{
 		Backend:             "cpu",
 		WeightDType:         "auto",
+		Autocast:            "auto",
 		MaxNumSeqs:          32,
 		MaxNumBatchedTokens: 512,
 		MaxLogprobs:         20,

@@ -68,6 +68,12 @@ type Options struct {
 	// float32, or auto (the default: bfloat16 for LoRA on a GPU backend,
 	// float32 on the CPU and in full mode, which updates them).
 	WeightDType string `yaml:"weight_dtype"`
+	// Autocast rounds the activation operand of the GEMMs against bf16 base
+	// weights to bf16 and runs them bf16 x bf16 with float32 accumulation
+	// (model.SetAutocast, PyTorch's autocast): on, off (exact: float32
+	// activations times the stored bf16 values), or auto (the default: on
+	// when the base weights are bf16 on a GPU backend).
+	Autocast string `yaml:"autocast"`
 }
 
 // WeightDTypeOn is the base weights' dtype on the backend named be.
@@ -77,6 +83,18 @@ func (o Options) WeightDTypeOn(be string) kernels.DType {
 		return kernels.BF16
 	}
 	return kernels.F32
+}
+
+// AutocastOn reports whether passes on the backend named be autocast
+// (Options.Autocast; nothing changes unless the weights are bf16).
+func (o Options) AutocastOn(be string) bool {
+	switch o.Autocast {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return be != "cpu" && o.WeightDTypeOn(be) == kernels.BF16
 }
 
 // checkpointing reports whether passes on backend be checkpoint.
@@ -133,7 +151,7 @@ func DefaultOptions() Options {
 		AdamW:       AdamWOptions{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 		Staleness:   StalenessOptions{MaxPolicyLag: 4, Policy: StaleDrop, Decay: 0.5},
 		MaxGradNorm: 1, MicroBatchTokens: 8192, Backend: BackendCPU, ActivationCheckpointing: "auto",
-		EngineGPUShare: 0.45, WeightDType: "auto",
+		EngineGPUShare: 0.45, WeightDType: "auto", Autocast: "auto",
 	}
 }
 
@@ -159,6 +177,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("trainer weight_dtype %q: want auto, float32 or bfloat16", o.WeightDType)
 	case o.WeightDType == "bfloat16" && o.Mode == ModeFull:
 		return fmt.Errorf("trainer weight_dtype bfloat16: full mode updates the base weights, which stay float32")
+	case o.Autocast != "auto" && o.Autocast != "on" && o.Autocast != "off":
+		return fmt.Errorf("trainer autocast %q: want auto, on or off", o.Autocast)
 	case o.EngineGPUShare < 0 || o.EngineGPUShare >= 1:
 		return fmt.Errorf("trainer engine_gpu_share %g: want [0, 1)", o.EngineGPUShare)
 	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":

@@ -56,6 +56,8 @@ func TestDefaultOptionsValidate(t *testing.T) {
 		func(o *Options) { o.ActivationCheckpointing = "true" },
 		func(o *Options) { o.WeightDType = "bf16" },
 		func(o *Options) { o.WeightDType, o.Mode = "bfloat16", ModeFull },
+		func(o *Options) { o.Autocast = "true" },
+		func(o *Options) { o.Autocast = "" },
 	} {
 		o := DefaultOptions()
 		mut(&o)
@@ -90,6 +92,28 @@ func TestWeightDTypeChoice(t *testing.T) {
 	} {
 		if got := (Options{WeightDType: c.opt, Mode: c.mode}).WeightDTypeOn(c.be); got != c.want {
 			t.Errorf("%s, %s on %s: %v", c.opt, c.mode, c.be, got)
+		}
+	}
+}
+
+// TestAutocastChoice: auto autocasts with bf16 base weights on a GPU
+// backend only; on and off decide alone.
+func TestAutocastChoice(t *testing.T) {
+	for _, c := range []struct {
+		autocast, dtype, mode, be string
+		want                      bool
+	}{
+		{"auto", "auto", ModeLoRA, "cuda", true},
+		{"auto", "auto", ModeLoRA, "cpu", false},
+		{"auto", "bfloat16", ModeLoRA, "cpu", false},
+		{"auto", "float32", ModeLoRA, "cuda", false},
+		{"auto", "auto", ModeFull, "cuda", false},
+		{"on", "bfloat16", ModeLoRA, "cpu", true},
+		{"off", "auto", ModeLoRA, "cuda", false},
+	} {
+		o := Options{Autocast: c.autocast, WeightDType: c.dtype, Mode: c.mode}
+		if got := o.AutocastOn(c.be); got != c.want {
+			t.Errorf("autocast %s, weights %s, %s on %s: %v, want %v", c.autocast, c.dtype, c.mode, c.be, got, c.want)
 		}
 	}
 }
