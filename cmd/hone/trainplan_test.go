@@ -19,7 +19,7 @@ func TestFitMicroBatches(t *testing.T) {
 	defer func(f func() (int64, error)) { gpuMemory = f }(gpuMemory)
 	for _, tc := range []struct {
 		name      string
-		dtype     string // trainer.weight_dtype; "" = auto (bfloat16 on the GPU)
+		dtype     string // trainer.weight_dtype; "" = auto (bfloat16 on the GPU); "off": auto, trainer.autocast off
 		be        backends.Opened
 		gpu       int64
 		share     float64
@@ -32,12 +32,19 @@ func TestFitMicroBatches(t *testing.T) {
 		{"80 GB lowers 32768", "", backends.Opened{Name: "cuda"}, 80e9, 0.45, 32768, "<32768", ""},
 		{"16 GB refuses", "", backends.Opened{Name: "cuda"}, 16e9, 0.45, 8192, "", "refusing to train"},
 		{"float32 weights on 80 GB lower 16384", "float32", backends.Opened{Name: "cuda"}, 80e9, 0.45, 16384, "<16384", ""},
+		// Exact mode counts the widened weight, autocast its bf16 activation
+		// copy; either way 8192 tokens fit on 80 GB.
+		{"autocast off keeps 8192", "off", backends.Opened{Name: "cuda"}, 80e9, 0.45, 8192, "8192", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gpuMemory = func() (int64, error) { return tc.gpu, nil }
 			o := trainer.DefaultOptions()
 			o.MicroBatchTokens, o.EngineGPUShare, o.LoRA.Rank = tc.tokens, tc.share, 16
-			if tc.dtype != "" {
+			switch tc.dtype {
+			case "":
+			case "off":
+				o.Autocast = "off"
+			default:
 				o.WeightDType = tc.dtype
 			}
 			err := fitMicroBatches(&o, tc.be, dir, slog.New(slog.DiscardHandler))

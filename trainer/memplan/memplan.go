@@ -33,6 +33,12 @@ type Request struct {
 	// WeightBytes is the storage of one base weight: 2 (bf16, the plan's
 	// default when 0) or 4 (fp32, what kernels.Backend stores today).
 	WeightBytes int64
+	// Autocast is model.SetAutocast with bf16 weights: the base GEMMs
+	// round their activation operand to a temporary bf16 copy. Without it
+	// a GEMM against a bf16 weight widens the weight to a temporary fp32
+	// copy instead (kernels/cuda's exact mode). Neither applies to fp32
+	// weights.
+	Autocast bool
 }
 
 // Plan is the trainer's memory budget and what it spends it on, in bytes.
@@ -46,6 +52,14 @@ type Plan struct {
 	LayerActs              int64 // one layer's recomputed activations for SeqLen tokens
 	BackwardScratch        int64 // bounded by LayerActs
 	LogProbChunk           int64
+	// WidenedWeight is exact mode's temporary: the largest projection
+	// widened to fp32 (bf16 weights without autocast; 0 otherwise). The LM
+	// head is widened chunk by chunk inside the log-prob chunk.
+	WidenedWeight int64
+	// CastScratch is autocast's temporary for SeqLen tokens: the largest
+	// activation operand of a base GEMM rounded to bf16 (0 without
+	// autocast).
+	CastScratch int64
 	Total                  int64 // for one SeqLen sequence
 	PerToken               int64 // bytes each micro-batch token costs
 	MicroBatchTokens       int64 // token budget of one micro-batch
@@ -79,6 +93,21 @@ func (s Shapes) ActFloatsPerToken() int64 {
 	return 4*int64(s.Hidden) + 3*int64(s.Heads*s.HeadDim) + 3*int64(s.KVHeads*s.HeadDim) + 3*int64(s.MLP)
 }
 
+// MaxGEMMWidth is the widest activation operand of a GEMM against a base
+// weight, per token: the input of a projection (hidden, the attention
+// output, the MLP activation) in the forward, or the output gradient in
+// the backward's dX = dY W (query, key/value, MLP or hidden sized).
+func (s Shapes) MaxGEMMWidth() int64 {
+	return int64(max(s.Hidden, s.Heads*s.HeadDim, s.KVHeads*s.HeadDim, s.MLP))
+}
+
+// MaxProjection is the largest projection's element count (the LM head is
+// not one: it is read chunk by chunk).
+func (s Shapes) MaxProjection() int64 {
+	h := int64(s.Hidden)
+	return h * int64(max(s.Heads*s.HeadDim, s.KVHeads*s.HeadDim, s.MLP))
+}
+
 // Make computes the plan, or an error with the numbers when one SeqLen sequence
 // does not fit in the trainer's budget.
 func Make(r Request) (Plan, error) {
@@ -105,9 +134,16 @@ func Make(r Request) (Plan, error) {
 	p.LogProbChunk = 4 * chunk
 	ckpt := 4 * int64(s.Hidden) * int64(s.Layers)
 	acts := 4 * p.ActFloatsPerTokenLayer
-	p.PerToken = ckpt + 2*acts
-	p.Checkpoints, p.LayerActs, p.BackwardScratch = ckpt*seq, acts*seq, acts*seq
-	fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk
+	var cast int64
+	switch {
+	case wb == 2 && r.Autocast:
+		cast = 2 * s.MaxGEMMWidth()
+	case wb == 2:
+		p.WidenedWeight = 4 * s.MaxProjection()
+	}
+	p.PerToken = ckpt + 2*acts + cast
+	p.Checkpoints, p.LayerActs, p.BackwardScratch, p.CastScratch = ckpt*seq, acts*seq, acts*seq, cast*seq
+	fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight
 	p.Total = fixed + p.PerToken*seq
 	if p.Total > p.Budget {
 		return p, fmt.Errorf("memplan: one %d-token sequence needs %.1f GB, the trainer has %.1f GB (%.0f GB GPU, engine %.2f, context %.1f GB)",

@@ -8,9 +8,10 @@ import (
 
 var qwen3_8B = Shapes{Hidden: 4096, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128, MLP: 12288, Vocab: 151936}
 
-// TestQwen3_8BPlan reproduces the table in kernels/cuda/DESIGN.md and the README.
+// TestQwen3_8BPlan reproduces the table in kernels/cuda/DESIGN.md and the
+// README (bf16 weights with autocast, the GPU default).
 func TestQwen3_8BPlan(t *testing.T) {
-	p, err := Make(Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 0.45})
+	p, err := Make(Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 0.45, Autocast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,11 @@ func TestQwen3_8BPlan(t *testing.T) {
 	near("layer acts", p.LayerActs, 2.25, 0.01)
 	near("backward scratch", p.BackwardScratch, 2.3, 0.06)
 	near("log-prob chunk", p.LogProbChunk, 0.1, 0.05)
-	near("total", p.Total, 26.5, 0.1)
+	near("autocast scratch", p.CastScratch, 0.2, 0.01)
+	near("total", p.Total, 26.7, 0.1)
+	if p.WidenedWeight != 0 {
+		t.Errorf("widened weight %d with autocast, want 0", p.WidenedWeight)
+	}
 	near("budget", p.Budget, 43, 0.01)
 	if p.ActFloatsPerTokenLayer != 68608 {
 		t.Errorf("layer acts per token %d, want 68608", p.ActFloatsPerTokenLayer)
@@ -44,7 +49,7 @@ func TestRefusesWithNumbers(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{"24GB beside engine", Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 24e9, EngineUtilization: 0.45}, "needs 26.5 GB, the trainer has 12.2 GB"},
+		{"24GB beside engine", Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 24e9, EngineUtilization: 0.45, Autocast: true}, "needs 26.7 GB, the trainer has 12.2 GB"},
 		{"bad share", Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 1}, "invalid request"},
 	}
 	for _, tc := range tests {
@@ -52,6 +57,45 @@ func TestRefusesWithNumbers(t *testing.T) {
 			_, err := Make(tc.req)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGEMMTemporaries: what each way of multiplying bf16 weights keeps
+// beside them: autocast a bf16 copy of the widest activation operand per
+// token (the MLP's 12288 on Qwen3-8B), exact mode the largest projection
+// widened to fp32 (12288 x 4096), fp32 weights neither.
+func TestGEMMTemporaries(t *testing.T) {
+	base := Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 0.45}
+	tests := []struct {
+		name                  string
+		weightBytes           int64
+		autocast              bool
+		wantCast, wantWidened int64
+		wantPerTokenOverPlain int64
+	}{
+		{"bf16 autocast", 2, true, 2 * 12288 * 8192, 0, 2 * 12288},
+		{"bf16 exact", 2, false, 0, 4 * 12288 * 4096, 0},
+		{"fp32 weights", 4, false, 0, 0, 0},
+		{"fp32 weights, autocast does nothing", 4, true, 0, 0, 0},
+	}
+	plain := int64(4*4096*36 + 2*4*68608) // checkpoints + layer acts + backward scratch
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			r.WeightBytes, r.Autocast = tc.weightBytes, tc.autocast
+			p, err := Make(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.CastScratch != tc.wantCast || p.WidenedWeight != tc.wantWidened || p.PerToken-plain != tc.wantPerTokenOverPlain {
+				t.Errorf("cast scratch %d, widened weight %d, per token +%d; want %d, %d, +%d",
+					p.CastScratch, p.WidenedWeight, p.PerToken-plain, tc.wantCast, tc.wantWidened, tc.wantPerTokenOverPlain)
+			}
+			fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight
+			if p.Total != fixed+p.PerToken*8192 {
+				t.Errorf("total %d, want fixed %d + per token %d x 8192", p.Total, fixed, p.PerToken)
 			}
 		})
 	}
