@@ -62,7 +62,7 @@ func fitMicroBatches(opts *trainer.Options, be backends.Opened, modelDir string,
 	if err != nil || p.MicroBatchTokens < 1 {
 		return fmt.Errorf("trainer memory plan: refusing to train: the base weights (%d bytes each) and LoRA state need %.1f GB "+
 			"before any token, the trainer has %.1f GB of the GPU's %.1f GB (engines at %.2f; lower "+
-			"trainer.engine_gpu_share, or use a larger GPU)", req.WeightBytes, float64(p.BaseWeights+p.LoRAState+p.LogProbChunk+p.WidenedWeight)/1e9,
+			"trainer.engine_gpu_share, or use a larger GPU)", req.WeightBytes, float64(p.BaseWeights+p.LoRAState+p.LogProbChunk+p.WidenedWeight+p.GEMMWorkspace)/1e9,
 			float64(p.Budget)/1e9, float64(gpuBytes)/1e9, opts.EngineGPUShare)
 	}
 	if p.MicroBatchTokens < int64(opts.MicroBatchTokens) {

@@ -13,7 +13,7 @@ import (
 // element of the destination is written (it starts as NaN); lengths must
 // agree. Then the autocast product the model forms with it: an activation
 // converted to bf16 times a bf16 weight equals the float64 product of the
-// rounded operands.
+// rounded operands, also from views at odd offsets.
 func (s *suite) convert(t T) {
 	be := s.be
 	special := []float32{0, float32(math.Copysign(0, -1)), 1, -2, 1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1p-8 + 0x1p-20,
@@ -74,6 +74,15 @@ func (s *suite) convert(t T) {
 	c := s.poisoned(m, n)
 	be.MatMul(c, ab, be.UploadT(kernels.BF16, w, n, k), false, true, 1, 0)
 	near(t, "autocast matmul (convert, then bf16 x bf16)", s.down(c),
+		refMatMul(roundAll(a), roundAll(w), nil, m, n, k, false, true, 1, 0), 1e-4*math.Sqrt(k), 1e-5)
+
+	// The same from views one element in (2-byte aligned operands: a
+	// device GEMM must not assume more).
+	abig, wbig := be.NewT(kernels.BF16, m*k+1), be.UploadT(kernels.BF16, append([]float32{7}, w...), n*k+1)
+	be.Convert(be.View(abig, 1, m, k), s.up(a, m, k))
+	c1 := s.poisoned(m*n + 1)
+	be.MatMul(be.View(c1, 1, m, n), be.View(abig, 1, m, k), be.View(wbig, 1, n, k), false, true, 1, 0)
+	near(t, "autocast matmul from views at odd offsets", s.down(c1)[1:],
 		refMatMul(roundAll(a), roundAll(w), nil, m, n, k, false, true, 1, 0), 1e-4*math.Sqrt(k), 1e-5)
 }
 

@@ -83,3 +83,11 @@ func (b *Backend) matMulBF16(c kernels.Tensor, a, bm *tensor, transA, transB boo
 			C.long(p.m*p.n), C.long(p.batch))
 	})
 }
+
+// ltAlgos is how many GEMM shapes the context's cuBLASLt heuristic cache
+// holds.
+func (b *Backend) ltAlgos() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int(C.hone_lt_algos(b.ctx))
+}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/hone-rl/hone/kernels"
 )
 
 // bf16Value is the value of bf16 bits h (sign aside), reading the all-ones
@@ -83,8 +85,9 @@ func TestBF16Conversion(t *testing.T) {
 	}
 }
 
-// TestMatMulBF16: bf16 inputs, float32 accumulation, through the cuBLAS
-// GemmEx call and its row-major mapping, for every transpose, batched with
+// TestMatMulBF16: bf16 inputs, float32 accumulation, through cuBLASLt
+// (the shim's cublasLtMatmul) and the row-major mapping's descriptors, for
+// every transpose, batched with
 // a shared B, against float64 products of the bf16-rounded inputs (so the
 // tolerance is the float32 one: rounding the inputs is not an error).
 func TestMatMulBF16(t *testing.T) {
@@ -155,6 +158,107 @@ func TestMatMulBF16(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestLtArgumentChecks: the shim's cuBLASLt refuses what cublasLt.h says
+// the library refuses, so hone's descriptors are checked as cublasSgemm's
+// arguments are: each case breaks one thing of a valid product.
+func TestLtArgumentChecks(t *testing.T) {
+	const (
+		ok             = 0
+		notInitialized = 1
+		invalidValue   = 7
+		notSupported   = 15
+	)
+	for _, tc := range []struct {
+		which int
+		name  string
+		want  int
+	}{
+		{0, "valid product", ok},
+		{1, "lda under the rows of A", invalidValue},
+		{2, "ld of D under its rows", invalidValue},
+		{3, "transa not an operation", invalidValue},
+		{4, "transa T on a layout for N (dimensions do not chain)", invalidValue},
+		{5, "batch count of B differs", invalidValue},
+		{6, "fp32 A", notSupported},
+		{7, "attribute of the wrong size", invalidValue},
+		{8, "workspace smaller than the algorithm's", invalidValue},
+		{9, "D less aligned than the heuristic was told", invalidValue},
+		{10, "transposed C", notSupported},
+		{11, "in place with two layouts", invalidValue},
+		{12, "no handle", notInitialized},
+		{13, "D less aligned, and the heuristic told so", ok},
+	} {
+		if got := emuLtCheck(tc.which); got != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMatMulBF16Lt: the cuBLASLt path's context state and edge cases: the
+// heuristic runs once per GEMM shape (cached per context), views at any
+// offset (operands less aligned than the heuristic's default of 256 bytes)
+// multiply right, and k == 0 sets C = beta*C.
+func TestMatMulBF16Lt(t *testing.T) {
+	be, err := NewEmulated(VariantReadable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	vals := func(n int, f func(i int) float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = f(i)
+		}
+		return x
+	}
+	const m, k, n = 3, 4, 5
+	a := be.uploadBF16(vals(m*k+1, func(i int) float32 { return float32(i%7) - 3 }), m*k+1)
+	w := be.uploadBF16(vals(n*k+3, func(i int) float32 { return float32(i%5) - 2 }), n*k+3)
+	want := func(ao, wo int) []float32 {
+		ah, wh := be.bf16Bits(a), be.bf16Bits(w)
+		out := make([]float32, m*n)
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				for p := 0; p < k; p++ {
+					out[i*n+j] += kernels.FromBF16(ah[ao+i*k+p]) * kernels.FromBF16(wh[wo+j*k+p])
+				}
+			}
+		}
+		return out
+	}
+	run := func(ao, wo int) []float32 {
+		c := be.New(m, n)
+		be.MatMul(c, be.View(a, ao, m, k), be.View(w, wo, n, k), false, true, 1, 0)
+		got := make([]float32, m*n)
+		be.Download(got, c)
+		return got
+	}
+	for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 3}, {1, 1}} {
+		if got, w := run(off[0], off[1]), want(off[0], off[1]); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("views at offsets %v: %v, want %v", off, got, w)
+		}
+	}
+	if err := be.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Four alignments of one shape, each asked once, then cached.
+	algos, asked := be.ltAlgos(), be.ltHeuristics()
+	run(0, 0)
+	run(1, 1)
+	if be.ltAlgos() != algos || be.ltHeuristics() != asked || algos != 4 {
+		t.Errorf("heuristic cache: %d shapes after four, %d queries then %d; want 4 and no new query", algos, asked, be.ltHeuristics())
+	}
+	c := be.Upload(vals(m*n, func(i int) float32 { return float32(i) }), m, n)
+	be.MatMul(c, be.NewT(kernels.BF16, m, 0), be.NewT(kernels.BF16, 0, n), false, false, 1, 0.5)
+	got := make([]float32, m*n)
+	be.Download(got, c)
+	for i, v := range got {
+		if v != 0.5*float32(i) {
+			t.Fatalf("k == 0 with beta 0.5: c[%d] = %g, want %g", i, v, 0.5*float32(i))
 		}
 	}
 }

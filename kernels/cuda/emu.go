@@ -13,6 +13,8 @@ package cuda
 int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* out, char* err, size_t errlen);
 void hone_emu_eager_warps(hone_ctx* c, int on);
 void hone_emu_racecheck(hone_ctx* c, int on);
+int hone_emu_lt_check(int which);
+long hone_emu_lt_heuristics(hone_ctx* c);
 void hone_emu_drop_barrier(hone_ctx* c, const char* file, int line);
 int hone_emu_store_hooks(void);
 */
@@ -119,3 +121,14 @@ func (b *Backend) dropBarrier(file string, line int) {
 // racecheck too (csrc/emu/store_hooks.h: the C++ compiled with every store
 // instrumented; TestRacecheckGlobal builds it).
 func storeHooks() bool { return C.hone_emu_store_hooks() != 0 }
+
+// emuLtCheck runs the shim's cuBLASLt argument-check case which
+// (csrc/emu/selftest.cuh, hone_emu_lt_check) and returns its status.
+func emuLtCheck(which int) int { return int(C.hone_emu_lt_check(C.int(which))) }
+
+// ltHeuristics is how many cuBLASLt heuristic queries the backend made.
+func (b *Backend) ltHeuristics() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int(C.hone_emu_lt_heuristics(b.ctx))
+}

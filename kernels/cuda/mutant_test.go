@@ -27,6 +27,22 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		// cuBLASLt's A is our B: its transpose must come from trans_b.
+		name: "wrong transpose flag in the cuBLASLt descriptor",
+		file: "csrc/bf16.cu",
+		from: "const int32_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;",
+		to:   "const int32_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;",
+		test: "TestConformanceEmulated/fast/passes/BF16",
+	},
+	{
+		// The heuristic assumes 256-byte aligned operands unless told.
+		name: "operand alignment not told to the cuBLASLt heuristic",
+		file: "csrc/bf16.cu",
+		from: "for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++) {",
+		to:   "for (int i = 0; i < 0 && s == CUBLAS_STATUS_SUCCESS; i++) {",
+		test: "TestConformanceEmulated/fast/passes/Convert",
+	},
+	{
 		name: "missing __syncthreads in block_sum",
 		file: "csrc/common.cuh",
 		from: "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n",

@@ -43,23 +43,26 @@ type Request struct {
 
 // Plan is the trainer's memory budget and what it spends it on, in bytes.
 type Plan struct {
-	Params                 int64 // base model parameters
-	LoRAParams             int64
-	Budget                 int64 // GPU less the engine's share less the CUDA context
-	BaseWeights            int64 // WeightBytes per parameter (bf16 by default)
-	LoRAState              int64 // fp32 params + grads + AdamW m, v
-	Checkpoints            int64 // layer inputs for SeqLen tokens, fp32
-	LayerActs              int64 // one layer's recomputed activations for SeqLen tokens
-	BackwardScratch        int64 // bounded by LayerActs
-	LogProbChunk           int64
+	Params          int64 // base model parameters
+	LoRAParams      int64
+	Budget          int64 // GPU less the engine's share less the CUDA context
+	BaseWeights     int64 // WeightBytes per parameter (bf16 by default)
+	LoRAState       int64 // fp32 params + grads + AdamW m, v
+	Checkpoints     int64 // layer inputs for SeqLen tokens, fp32
+	LayerActs       int64 // one layer's recomputed activations for SeqLen tokens
+	BackwardScratch int64 // bounded by LayerActs
+	LogProbChunk    int64
 	// WidenedWeight is exact mode's temporary: the largest projection
 	// widened to fp32 (bf16 weights without autocast; 0 otherwise). The LM
 	// head is widened chunk by chunk inside the log-prob chunk.
 	WidenedWeight int64
+	// GEMMWorkspace is cuBLASLt's workspace (32 MiB per context), which
+	// the bf16 x bf16 GEMMs of autocast use.
+	GEMMWorkspace int64
 	// CastScratch is autocast's temporary for SeqLen tokens: the largest
 	// activation operand of a base GEMM rounded to bf16 (0 without
 	// autocast).
-	CastScratch int64
+	CastScratch            int64
 	Total                  int64 // for one SeqLen sequence
 	PerToken               int64 // bytes each micro-batch token costs
 	MicroBatchTokens       int64 // token budget of one micro-batch
@@ -138,12 +141,13 @@ func Make(r Request) (Plan, error) {
 	switch {
 	case wb == 2 && r.Autocast:
 		cast = 2 * s.MaxGEMMWidth()
+		p.GEMMWorkspace = 32 << 20
 	case wb == 2:
 		p.WidenedWeight = 4 * s.MaxProjection()
 	}
 	p.PerToken = ckpt + 2*acts + cast
 	p.Checkpoints, p.LayerActs, p.BackwardScratch, p.CastScratch = ckpt*seq, acts*seq, acts*seq, cast*seq
-	fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight
+	fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight + p.GEMMWorkspace
 	p.Total = fixed + p.PerToken*seq
 	if p.Total > p.Budget {
 		return p, fmt.Errorf("memplan: one %d-token sequence needs %.1f GB, the trainer has %.1f GB (%.0f GB GPU, engine %.2f, context %.1f GB)",

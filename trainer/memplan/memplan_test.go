@@ -93,7 +93,10 @@ func TestGEMMTemporaries(t *testing.T) {
 				t.Errorf("cast scratch %d, widened weight %d, per token +%d; want %d, %d, +%d",
 					p.CastScratch, p.WidenedWeight, p.PerToken-plain, tc.wantCast, tc.wantWidened, tc.wantPerTokenOverPlain)
 			}
-			fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight
+			fixed := p.BaseWeights + p.LoRAState + p.LogProbChunk + p.WidenedWeight + p.GEMMWorkspace
+			if (p.GEMMWorkspace != 0) != (tc.wantCast != 0) {
+				t.Errorf("cuBLASLt workspace %d with autocast %v", p.GEMMWorkspace, tc.wantCast != 0)
+			}
 			if p.Total != fixed+p.PerToken*8192 {
 				t.Errorf("total %d, want fixed %d + per token %d x 8192", p.Total, fixed, p.PerToken)
 			}

@@ -7,8 +7,10 @@
 
 #ifdef HONE_CUDA_EMU
 #include "emu/cublas_emu.h"
+#include "emu/cublaslt_emu.h"
 #include "emu/cuda_emu.h"
 #else
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

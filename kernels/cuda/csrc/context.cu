@@ -1,5 +1,5 @@
-// context.cu: the context (device, stream, cuBLAS handle, workspace),
-// memory, and GEMM through cuBLAS.
+// context.cu: the context (device, stream, cuBLAS and cuBLASLt handles,
+// workspace), memory, and the float32 GEMM through cuBLAS.
 #include "hone_cuda.h"
 #include "internal.cuh"
 
@@ -24,8 +24,10 @@ int hone_create(hone_ctx** out, int device, int variant, char* err, size_t errle
   }
   cublasStatus_t s = cublasCreate(&c->blas);
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtCreate(&c->lt);
   if (s != CUBLAS_STATUS_SUCCESS) {
     snprintf(err, errlen, "cublas: %s", cublasGetStatusString(s));
+    if (c->blas) cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
     delete c;
     return -1;
@@ -38,7 +40,9 @@ void hone_destroy(hone_ctx* c) {
   if (!c) return;
   cudaStreamSynchronize(c->stream);
   if (c->work) cudaFree(c->work);
+  if (c->lt_work) cudaFree(c->lt_work);
   c->alloc.destroy();
+  cublasLtDestroy(c->lt);
   cublasDestroy(c->blas);
   cudaStreamDestroy(c->stream);
   delete c;

@@ -58,12 +58,15 @@ int hone_gemm(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k, flo
 
 /* bf16 storage (the upper half of a float32): conversions, rounding to
  * nearest even, and C = alpha*op(A)*op(B) + beta*C with bf16 A and B, fp32 C
- * and fp32 accumulation (cublasGemmStridedBatchedEx), same layout rules as
- * hone_gemm. */
+ * and fp32 accumulation (cublasLtMatmul, CUBLAS_COMPUTE_32F), same layout
+ * rules as hone_gemm (packed batch strides; stride_b 0 shares B).
+ * hone_lt_algos counts the shapes whose cuBLASLt heuristic result the
+ * context has cached. */
 int hone_f32_to_bf16(hone_ctx* c, uint16_t* dst, const float* src, long n);
 int hone_bf16_to_f32(hone_ctx* c, float* dst, const uint16_t* src, long n);
 int hone_gemm_bf16(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k, float alpha, const uint16_t* a,
                    long stride_a, const uint16_t* b, long stride_b, float beta, float* out, long stride_c, long batch);
+long hone_lt_algos(hone_ctx* c);
 
 int hone_fill(hone_ctx* c, float* x, long n, float v);
 int hone_add(hone_ctx* c, float* dst, const float* a, const float* b, long n);

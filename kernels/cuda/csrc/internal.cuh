@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <array>
+#include <map>
+
 #include "allocator.cuh"
 #include "common.cuh"
 #include "hone_cuda.h"
@@ -14,6 +17,12 @@ struct hone_ctx {
   int variant = hone_variant_readable;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  // cuBLASLt (the bf16 GEMM, bf16.cu): the handle, its workspace (kLtWorkspace
+  // bytes, allocated at the first bf16 GEMM) and the heuristic's algorithm
+  // per GEMM shape and operand alignment (hone::LtKey).
+  cublasLtHandle_t lt = nullptr;
+  void* lt_work = nullptr;
+  std::map<std::array<long, 10>, cublasLtMatmulHeuristicResult_t> lt_algos;
   // The workspace: one device buffer carved per call (RoPE frequencies,
   // sampling parameters, vocabulary chunks, reduction partials), grown on
   // demand.

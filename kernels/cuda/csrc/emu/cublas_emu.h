@@ -18,10 +18,11 @@ typedef enum {
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 } cublasStatus_t;
 
-// library_types.h and cublas_api.h values.
-typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+// library_types.h and cublas_api.h values (cuBLASLt's types and compute
+// type, cublaslt_emu.h).
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType_t;
+typedef cudaDataType_t cudaDataType;
 typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
-typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
 
@@ -108,44 +109,6 @@ inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperatio
   if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   for (int b = 0; b < batch; b++) {
     emu::gemm_col(ta, tb, m, n, k, *alpha, A + b * strideA, lda, B + b * strideB, ldb, *beta, C + b * strideC, ldc);
-  }
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-// cublasGemmStridedBatchedEx for the one combination hone uses: bf16 A and
-// B, fp32 C, fp32 compute (alpha and beta are floats). Each product is
-// accumulated in float from the exact widened bf16 values, as the tensor
-// cores do (in another order). Other type combinations are refused, as
-// cuBLAS refuses what it does not support.
-inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                                 int n, int k, const void* alpha, const void* A, cudaDataType Atype,
-                                                 int lda, long long strideA, const void* B, cudaDataType Btype, int ldb,
-                                                 long long strideB, const void* beta, void* C, cudaDataType Ctype,
-                                                 int ldc, long long strideC, int batch, cublasComputeType_t compute,
-                                                 cublasGemmAlgo_t) {
-  cublasStatus_t st = emu::gemm_check(h, ta, tb, m, n, k, lda, ldb, ldc);
-  if (st != CUBLAS_STATUS_SUCCESS) return st;
-  if (Atype != CUDA_R_16BF || Btype != CUDA_R_16BF || Ctype != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  for (int b = 0; b < batch; b++) {
-    const __nv_bfloat16* a = static_cast<const __nv_bfloat16*>(A) + b * strideA;
-    const __nv_bfloat16* bb = static_cast<const __nv_bfloat16*>(B) + b * strideB;
-    float* c = static_cast<float*>(C) + b * strideC;
-    for (int j = 0; j < n; j++) {
-      for (int i = 0; i < m; i++) {
-        float s = 0;
-        for (int p = 0; p < k; p++) {
-          const float x = __bfloat162float(ta == CUBLAS_OP_N ? a[i + size_t(p) * lda] : a[p + size_t(i) * lda]);
-          const float y = __bfloat162float(tb == CUBLAS_OP_N ? bb[p + size_t(j) * ldb] : bb[j + size_t(p) * ldb]);
-          s += x * y;
-        }
-        float& out = c[i + size_t(j) * ldc];
-        out = be == 0 ? al * s : al * s + be * out;
-      }
-    }
   }
   return CUBLAS_STATUS_SUCCESS;
 }

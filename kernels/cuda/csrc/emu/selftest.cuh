@@ -253,3 +253,72 @@ extern "C" int hone_emu_store_hooks(void) {
   return 0;
 #endif
 }
+
+// hone_emu_lt_check runs cublasLtMatmul (through the heuristic, as hone
+// does) on a valid 4x3x5 product with one thing broken, case which (0:
+// nothing; see the table in emu_test.go), and returns the first status
+// that is not CUBLAS_STATUS_SUCCESS, or 0: the shim's argument checks
+// against cublasLt.h's documented errors.
+extern "C" int hone_emu_lt_check(int which) {
+  const long m = 4, n = 3, k = 5;
+  static __nv_bfloat16 a[64], b[64];
+  static float c[64];
+  cublasLtHandle_t h = nullptr;
+  cublasLtCreate(&h);
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  struct Release {
+    cublasLtHandle_t* h;
+    cublasLtMatmulDesc_t* op;
+    cublasLtMatrixLayout_t *la, *lb, *lc, *ld;
+    cublasLtMatmulPreference_t* pref;
+    ~Release() {
+      cublasLtMatmulPreferenceDestroy(*pref);
+      for (auto* l : {la, lb, lc, ld}) cublasLtMatrixLayoutDestroy(*l);
+      cublasLtMatmulDescDestroy(*op);
+      cublasLtDestroy(*h);
+    }
+  } release{&h, &op, &la, &lb, &lc, &ld, &pref};
+  cublasStatus_t s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const int32_t opT = CUBLAS_OP_T, bad_op = 7;
+  const int32_t batch2 = 2;
+  const int64_t ld_short = m - 1;
+  const uint32_t align4 = 4;
+  const uint64_t ws = 32u << 20;
+  auto next = [&](cublasStatus_t r) {
+    if (s == CUBLAS_STATUS_SUCCESS) s = r;
+  };
+  next(cublasLtMatrixLayoutCreate(&la, which == 6 ? CUDA_R_32F : CUDA_R_16BF, m, k, which == 1 ? m - 1 : m));
+  next(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+  next(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
+  next(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, which == 11 ? m + 1 : m));
+  switch (which) {
+    case 2: next(cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_LD, &ld_short, sizeof ld_short)); break;
+    case 3: next(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &bad_op, sizeof bad_op)); break;
+    case 4: next(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT)); break;
+    case 5: next(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch2, sizeof batch2)); break;
+    case 7: next(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ws, sizeof ws)); break;
+    case 10: next(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSC, &opT, sizeof opT)); break;
+  }
+  next(cublasLtMatmulPreferenceCreate(&pref));
+  next(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  if (which == 13) next(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align4, sizeof align4));
+  cublasLtMatmulHeuristicResult_t r = {};
+  int found = 0;
+  next(cublasLtMatmulAlgoGetHeuristic(which == 12 ? nullptr : h, op, la, lb, lc, ld, pref, 1, &r, &found));
+  if (s == CUBLAS_STATUS_SUCCESS && found != 1) return -1;
+  static unsigned char work[2 << 20];
+  const float alpha = 1, beta = 0;
+  // Cases 9 and 13: D one float past an aligned address (the heuristic was
+  // told 256 bytes, 13 then told it 4: accepted).
+  float* dst = which == 9 || which == 13 ? c + 1 : c;
+  const void* cin = which == 11 ? static_cast<const void*>(dst) : c;
+  next(cublasLtMatmul(h, op, &alpha, a, la, b, lb, &beta, cin, lc, dst, ld, &r.algo, work,
+                      which == 8 ? r.workspaceSize - 1 : sizeof work, nullptr));
+  return int(s);
+}
+
+// hone_emu_lt_heuristics is how many heuristic queries the context's
+// cuBLASLt handle has answered.
+extern "C" long hone_emu_lt_heuristics(hone_ctx* c) { return c->lt->heuristics; }
