@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/hone-rl/hone/config"
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/kernels/selftest"
 	"github.com/hone-rl/hone/model"
@@ -163,6 +164,12 @@ func memoryPlan(cfgFile, modelDir string, gpuBytes int64, seqLen int, engineShar
 		Model: memplan.Shapes{Hidden: mc.HiddenSize, Layers: mc.NumLayers, Heads: mc.NumHeads, KVHeads: mc.NumKVHeads,
 			HeadDim: mc.HeadDim, MLP: mc.IntermediateSize, Vocab: mc.VocabSize, TiedEmbeddings: mc.TieWordEmbeddings},
 		Rank: c.Trainer.LoRA.Rank, SeqLen: seqLen, GPUBytes: gpuBytes, EngineUtilization: engineShare,
+		WeightBytes: 4,
+	}
+	// As the trainer would run on this GPU (trainer.weight_dtype,
+	// trainer.autocast).
+	if c.Trainer.WeightDTypeOn(backends.CUDA) == kernels.BF16 {
+		req.WeightBytes, req.Autocast = 2, c.Trainer.AutocastOn(backends.CUDA)
 	}
 	out := planOut{Model: modelDir, Request: req}
 	out.Plan, err = memplan.Make(req)
@@ -189,12 +196,13 @@ func (p *planOut) write(w io.Writer) {
 		b    int64
 	}{
 		{"trainer budget (GPU x (1 - engine) - context)", pl.Budget},
-		{"base weights, bf16", pl.BaseWeights},
+		{fmt.Sprintf("base weights, %d bytes each", p.Request.WeightBytes), pl.BaseWeights},
 		{"LoRA params + grads + AdamW m, v, fp32", pl.LoRAState},
 		{"checkpointed layer inputs", pl.Checkpoints},
 		{"one layer's activations", pl.LayerActs},
 		{"backward scratch", pl.BackwardScratch},
 		{"log-prob chunk", pl.LogProbChunk},
+		{fmt.Sprintf("GEMM temporaries (autocast %v)", p.Request.Autocast), pl.CastScratch + pl.WidenedWeight + pl.GEMMWorkspace},
 		{"total for one sequence", pl.Total},
 	} {
 		fmt.Fprintf(w, "  %-48s %s\n", row.what, gb(row.b))
