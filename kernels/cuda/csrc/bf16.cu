@@ -23,12 +23,13 @@ __global__ void bf16_to_f32_kernel(float* dst, const __nv_bfloat16* src, long n)
 // reductions), per context: NVIDIA's recommendation for Hopper.
 constexpr size_t kLtWorkspace = size_t(32) << 20;
 
-// alignment is the largest power of two up to 256 dividing p's address:
-// what the heuristic is told of each operand (it assumes 256 otherwise, and
-// an algorithm chosen for that faults on a view at another offset).
-inline uint32_t alignment(const void* p) {
+// alignment is the largest power of two up to 256 dividing the address of
+// every matrix of a batch (p, then stride_bytes apart): what the heuristic
+// is told of each operand (it assumes 256 otherwise, and an algorithm
+// chosen for that faults on a view at another offset).
+inline uint32_t alignment(const void* p, long stride_bytes) {
   uint32_t a = 256;
-  while (a > 1 && uintptr_t(p) % a) a >>= 1;
+  while (a > 1 && (uintptr_t(p) % a || stride_bytes % a)) a >>= 1;
   return a;
 }
 
@@ -165,8 +166,10 @@ int hone_gemm_bf16(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k
   if (!c->lt_work && check_cuda(c, "gemm bf16 workspace", cudaMalloc(&c->lt_work, kLtWorkspace))) return -1;
   LtCall call;
   cublasStatus_t s = lt_describe(&call, trans_a, trans_b, m, n, k, stride_b, batch);
-  const std::array<long, 10> key = {trans_a, trans_b, m, n, k, batch == 1 ? 0 : stride_b, batch,
-                                    long(alignment(b)), long(alignment(a)), long(alignment(out))};
+  const long many = batch > 1;  // a single matrix has no stride to align
+  const std::array<long, 10> key = {trans_a, trans_b, m, n, k, many * stride_b, batch,
+                                    long(alignment(b, many * 2 * stride_b)), long(alignment(a, many * 2 * stride_a)),
+                                    long(alignment(out, many * 4 * stride_c))};
   const cublasLtMatmulHeuristicResult_t* algo = nullptr;
   if (s == CUBLAS_STATUS_SUCCESS) s = lt_algo(c, &call, key, &algo);
   if (s == CUBLAS_STATUS_SUCCESS) {

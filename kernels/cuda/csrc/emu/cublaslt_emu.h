@@ -286,9 +286,14 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
   if (algo) {
     if (algo->data[0] != emu::kLtAlgoMagic) return CUBLAS_STATUS_INVALID_VALUE;
     if (workspace_bytes < algo->data[1] || (algo->data[1] && !workspace)) return CUBLAS_STATUS_INVALID_VALUE;
-    const void* ptrs[4] = {A, B, C, D};
+    // Every matrix of the batch, not just the first.
+    const char* ptrs[4] = {static_cast<const char*>(A), static_cast<const char*>(B), static_cast<const char*>(C),
+                           static_cast<const char*>(D)};
+    const int64_t strides[4] = {2 * adesc->stride, 2 * bdesc->stride, 4 * cdesc->stride, 4 * ddesc->stride};
     for (int i = 0; i < 4; i++) {
-      if (!emu::lt_aligned(ptrs[i], algo->data[2 + i])) return CUBLAS_STATUS_INVALID_VALUE;
+      for (int32_t bi = 0; bi < s.batch; bi++) {
+        if (!emu::lt_aligned(ptrs[i] + bi * strides[i], algo->data[2 + i])) return CUBLAS_STATUS_INVALID_VALUE;
+      }
     }
     if (algo->data[1]) memset(workspace, 0, algo->data[1]);
   }
