@@ -466,15 +466,16 @@ func (e *Engine) chatGuide(req *chatRequest, format *guide, thinkOpen bool) (*gu
 	return g, nil
 }
 
-// toolArguments builds a tool's arguments: its parameters schema; a
-// missing, null or empty schema takes any object ({} when the tool has no
-// parameters, as vLLM's required mode writes it).
+// toolArguments builds a tool's arguments: its parameters schema; an empty
+// schema ({} however spaced, or true) takes any object, missing or null
+// parameters exactly {} (as vLLM's required mode writes it).
 func toolArguments(b *grammar.Builder, params json.RawMessage) (grammar.Frag, error) {
 	params = bytes.TrimSpace(params)
-	switch string(params) {
-	case "", "null":
+	var fields map[string]json.RawMessage
+	switch {
+	case len(params) == 0 || string(params) == "null":
 		return b.Lit("{}"), nil
-	case "{}", "true":
+	case string(params) == "true" || (json.Unmarshal(params, &fields) == nil && fields != nil && len(fields) == 0):
 		return b.AnyObject(), nil
 	}
 	return b.Schema(params)

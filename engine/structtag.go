@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/hone-rl/hone/engine/internal/grammar"
 )
@@ -72,7 +73,8 @@ func parseStructTag(raw json.RawMessage) (*structTag, string, error) {
 			return nil, "", fmt.Errorf("structural_tag: tag %d: type %q is not supported (tag is)", i, tag.Type)
 		case c.Type != "json_schema" || (c.Style != "" && c.Style != "json"):
 			return nil, "", fmt.Errorf("structural_tag: tag %d: content %q (style %q) is not supported (json_schema in the json style is)", i, c.Type, c.Style)
-		case len(c.Excludes) > 1 || (len(c.Excludes) == 1 && forbid != "" && c.Excludes[0] != forbid):
+		case len(c.Excludes) > 1 || (i > 0 && strings.Join(c.Excludes, "") != forbid):
+			// one grammar-wide Forbid: every tag must exclude the same
 			return nil, "", fmt.Errorf("structural_tag: tag %d: at most one excluded string, the same for every tag, is supported", i)
 		case len(c.Excludes) == 1 && !plainForbid(c.Excludes[0]):
 			return nil, "", fmt.Errorf("structural_tag: tag %d: an excluded string must be printable ASCII without '\"' or '\\'", i)

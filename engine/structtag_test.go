@@ -118,6 +118,7 @@ func TestCompletionsStructuralTag(t *testing.T) {
 		"not json":   "{",
 		"bad schema": hermesSchema(`{"type":"strin"}`),
 		"excludes":   hermesExcludes("a\"b"),
+		"mixed":      hermesMixedExcludes(),
 	} {
 		req := map[string]any{"model": "tiny", "prompt": []int{1, 2}, "structured_outputs": map[string]any{"structural_tag": tag}, "max_tokens": 5}
 		code, body := post(t, srv.URL+"/v1/completions", req)
@@ -164,4 +165,12 @@ func FuzzStructTag(f *testing.F) {
 			_, _ = b.Compile(fr)
 		}
 	})
+}
+
+// hermesMixedExcludes is a tag whose second tool excludes nothing while the
+// first excludes "</tool_call>": one grammar-wide exclusion cannot say it.
+func hermesMixedExcludes() map[string]any {
+	tag := hermesTagFor(map[string]json.RawMessage{"f": json.RawMessage(`true`), "g": json.RawMessage(`true`)}, true)
+	tag["format"].(map[string]any)["tags"].([]any)[1].(map[string]any)["content"].(map[string]any)["excludes"] = []string{}
+	return tag
 }

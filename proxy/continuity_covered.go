@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/hone-rl/hone/model/chat"
 	"github.com/tidwall/gjson"
 )
 
@@ -116,25 +117,28 @@ type hermesTag struct {
 // The hermes layouts: a newline inside the tags (as the chat template
 // writes calls), or none; vLLM's tag allows both.
 var (
-	hermesNewline = [2]string{"<tool_call>\n{\"name\": \"", "}\n</tool_call>"}
-	hermesLayouts = [][2]string{hermesNewline, {"<tool_call>{\"name\": \"", "}</tool_call>"}}
+	hermesNewline = [2]string{"<tool_call>\n{\"name\": ", "}\n</tool_call>"}
+	hermesLayouts = [][2]string{hermesNewline, {"<tool_call>{\"name\": ", "}</tool_call>"}}
 )
 
 // hermesTags lists each tool in the given layouts, as vLLM's
-// _hermes_tool_tags does in both. Arguments are held to the tool's
-// parameters schema when the tool is strict or allSchemas is set (any JSON
-// value otherwise); excludes is each content's excluded strings.
-func hermesTags(tools []gjson.Result, layouts [][2]string, allSchemas bool, excludes []string) []hermesTag {
+// _hermes_tool_tags does in both (the name written as is, arguments held
+// to the tool's parameters schema when the tool is strict, any JSON value
+// otherwise). For the embedded engine (embedded set) the name is a JSON
+// string as its chat writes it and every tool is held to its schema as
+// its chat holds it. excludes is each content's excluded strings.
+func hermesTags(tools []gjson.Result, layouts [][2]string, embedded bool, excludes []string) []hermesTag {
 	var tags []hermesTag
 	for _, fn := range tools {
 		schema := json.RawMessage("true") // a tool not strict: any JSON value
-		if p := fn.Get("parameters"); allSchemas {
-			schema = embeddedArguments(p)
+		name := `"` + fn.Get("name").String() + `"`
+		if p := fn.Get("parameters"); embedded {
+			schema, name = embeddedArguments(p), templateString(fn.Get("name").String())
 		} else if fn.Get("strict").Type == gjson.True && p.Exists() && p.Type != gjson.Null {
 			schema = json.RawMessage(p.Raw)
 		}
 		for _, f := range layouts {
-			t := hermesTag{Type: "tag", Begin: f[0] + fn.Get("name").String() + `", "arguments": `, End: f[1]}
+			t := hermesTag{Type: "tag", Begin: f[0] + name + `, "arguments": `, End: f[1]}
 			t.Content.Type, t.Content.JSONSchema, t.Content.Style, t.Content.Excludes = "json_schema", schema, "json", excludes
 			tags = append(tags, t)
 		}
@@ -153,6 +157,14 @@ func embeddedArguments(p gjson.Result) json.RawMessage {
 		return json.RawMessage(`{"type":"object"}`)
 	}
 	return json.RawMessage(p.Raw)
+}
+
+// templateString writes s as a JSON string as the chat template's tojson
+// does (chat.ToJSON: no ASCII escapes), the way the embedded engine's chat
+// constraint writes a tool's name.
+func templateString(s string) string {
+	q, _ := chat.ToJSON(jsonString(s))
+	return q
 }
 
 // embeddedTag is the structural tag equal to the constraint hone's embedded

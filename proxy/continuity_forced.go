@@ -30,7 +30,7 @@ func forcedCall(doc gjson.Result) (*forced, error) {
 	named := ""
 	switch {
 	case tc.Type == gjson.String && tc.Str == "required":
-	case tc.IsObject() && tc.Get("function.name").Type == gjson.String:
+	case tc.IsObject() && tc.Get("function.name").Type == gjson.String && tc.Get("function.name").Str != "":
 		named = tc.Get("function.name").Str
 	case tc.IsObject():
 		return nil, errors.New("tool_choice " + tc.Raw)

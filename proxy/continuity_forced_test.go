@@ -323,3 +323,49 @@ func TestContinuityForcedNoHermes(t *testing.T) {
 		t.Errorf("%v calls observed, want 1", n)
 	}
 }
+
+// TestEmbeddedTagEqualsChat: for forced calls of tools whose name JSON
+// escapes, whose parameters are an empty schema written with a space, or
+// missing, the same request and seed sampled through the embedded engine's
+// chat endpoint (observe) and as token ids with embeddedTag (tokens) give
+// the same tool calls and finish reason.
+func TestEmbeddedTagEqualsChat(t *testing.T) {
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type":"function","function":{"name":"we\"ather\\","parameters":{ }}}`),
+		json.RawMessage(`{"type":"function","function":{"name":"noargs"}}`),
+		json.RawMessage(`{"type":"function","function":{"name":"calc","parameters":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}}`),
+	}
+	named := func(n string) map[string]any {
+		return map[string]any{"type": "function", "function": map[string]any{"name": n}}
+	}
+	choices := []any{"required", named(`we"ather\`), named("noargs"), named("calc")}
+	got := map[string][]string{}
+	for _, mode := range []string{ContinuityObserve, ContinuityTokens} {
+		h, store, url := startEngineContinuity(t, mode)
+		if mode == ContinuityTokens {
+			waitProbe(t, h.s, url)
+		}
+		for i, choice := range choices {
+			body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "tools": tools, "tool_choice": choice,
+				"messages": []any{map[string]any{"role": "user", "content": "go"}}, "max_tokens": 300, "temperature": 1, "seed": 11 + i})
+			session := fmt.Sprintf("e%d", i)
+			r := post(t, h.url, "/v1/chat/completions", body, map[string]string{"X-Hone-Session": session})
+			if r.status != 200 {
+				t.Fatalf("%s %v: %d %s", mode, choice, r.status, r.body)
+			}
+			waitRecorded(t, store, session, 1, false)
+			ch := gjson.GetBytes(r.body, "choices.0")
+			// content aside: tokens mode answers a forced call with vLLM's
+			// content "", the embedded engine's chat with null
+			got[mode] = append(got[mode], ch.Get("message.tool_calls.#.function").Raw+" "+ch.Get("finish_reason").Raw)
+		}
+		if mode == ContinuityTokens && countTokenCalls(h) != float64(len(choices)) {
+			t.Errorf("%v calls as token ids, want %d", countTokenCalls(h), len(choices))
+		}
+	}
+	for i := range choices {
+		if a, b := got[ContinuityObserve][i], got[ContinuityTokens][i]; a != b {
+			t.Errorf("choice %v: chat endpoint %s, token ids %s", choices[i], a, b)
+		}
+	}
+}

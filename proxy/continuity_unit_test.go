@@ -149,6 +149,7 @@ func TestCovered(t *testing.T) {
 		`{"tool_choice":{"type":"function","function":{"name":"a"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: true,
 		`{"tool_choice":{"type":"function","function":{"name":"b"}},"tools":[{"type":"function","function":{"name":"a"}}]}`: false,
 		`{"tool_choice":{"type":"function"},"tools":[{"type":"function","function":{"name":"a"}}]}`:                         false,
+		`{"tool_choice":{"type":"function","function":{"name":""}},"tools":[{"type":"function","function":{"name":""}}]}`:   false, // the engines refuse an empty name
 		`{"response_format":{"type":"json_object"}}`:                                                                        false,
 		`{"continue_final_message":true}`:    false,
 		`{"add_generation_prompt":false}`:    false,

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"testing"
@@ -12,17 +13,26 @@ import (
 // rebuildAndTest runs `go test -count=1 args... .` in a subprocess that
 // rebuilds this package (under a sanitizer, the race detector or other
 // C++ flags in env) and returns its combined output; a failed run fails t,
-// naming what. The subprocess gets the parent's remaining time as its
-// -timeout, less a minute to report, instead of go test's default 10
-// minutes, which a loaded machine has exceeded.
+// naming what. The subprocess gets the parent's remaining time less a
+// minute as its -timeout (instead of go test's default 10 minutes, which a
+// loaded machine has exceeded), so it reports before the parent's deadline
+// kills the parent; it is killed itself at that deadline, and not started
+// with less than two minutes left.
 func rebuildAndTest(t *testing.T, what string, env []string, args ...string) string {
 	t.Helper()
-	timeout := 30 * time.Minute
+	ctx, timeout := context.Background(), 30*time.Minute
 	if d, ok := t.Deadline(); ok {
-		timeout = time.Until(d) - time.Minute
+		left := time.Until(d)
+		if left < 2*time.Minute {
+			t.Fatalf("%s: %v left before the test deadline, too little to rebuild and run the package", what, left.Round(time.Second))
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+		timeout = left - time.Minute
 	}
 	full := append([]string{"test", "-count=1", "-timeout", timeout.Round(time.Second).String()}, args...)
-	cmd := exec.Command("go", append(full, ".")...)
+	cmd := exec.CommandContext(ctx, "go", append(full, ".")...)
 	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=1"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
