@@ -344,8 +344,9 @@ __device__ long draw_row(const float* x, long vocab, float m, float inv_t, Thres
   seen = 0;
   for (long j = lo; j < hi; j++) {
     if (!kept(order_key(x[j]), th.key, keep[t], seen)) continue;
-    chosen = j;
-    cum += expf((x[j] - m) * inv_t);
+    const float ej = expf((x[j] - m) * inv_t);
+    if (ej > 0) chosen = j;  // never a token of no mass, even when the sum falls short of u by rounding
+    cum += ej;
     if (!past && u < cum) break;
   }
   return chosen;
@@ -373,11 +374,14 @@ __device__ long draw_candidates(V& cand_v, I& cand_i, long top_k, float m, float
   for (long c = 0; c < kept; c++) mass += expf((cand_v[c] - m) * inv_t);
   const float u = u01 * mass;
   float cum = 0;
+  long last = 0;  // the last candidate with mass: u can round up to the whole mass
   for (long c = 0; c < kept; c++) {
-    cum += expf((cand_v[c] - m) * inv_t);
+    const float e = expf((cand_v[c] - m) * inv_t);
+    if (e > 0) last = c;
+    cum += e;
     if (u < cum) return cand_i[c];
   }
-  return cand_i[kept - 1];
+  return cand_i[last];
 }
 
 // sample_kernel: one block per row, at most kSampleThreads threads; kFast
