@@ -104,21 +104,9 @@ func TestLoRAStepBF16MatchesCPU(t *testing.T) {
 			arch, ref.Want.Loss, f32.Want.Loss, math.Abs(ref.Want.Loss-f32.Want.Loss)/math.Abs(f32.Want.Loss), worstStorage)
 		for _, v := range Variants() {
 			t.Run(arch+"/"+v, func(t *testing.T) {
-				be, err := NewEmulated(v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer be.Close()
-				got, err := selftest.LoRAStepT(ctx, be, arch, kernels.BF16)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range ref.Compare(got) {
-					if !r.Pass {
-						t.Errorf("%s: %s", r.Name, r.Failure)
-					}
-					t.Logf("%s: worst %s relative %.2g (tolerance %.2g)", r.Name, r.Worst, r.MaxErr, r.Tol)
-				}
+				emulatedStepMatches(t, ref, v, func(be kernels.Backend) (selftest.Step, error) {
+					return selftest.LoRAStepT(ctx, be, arch, kernels.BF16)
+				})
 			})
 		}
 	}
@@ -153,22 +141,32 @@ func TestLoRAStepAutocastMatchesCPU(t *testing.T) {
 			arch, ref.Want.Loss, exactRef.Want.Loss, math.Abs(ref.Want.Loss-exactRef.Want.Loss)/math.Abs(exactRef.Want.Loss), moved, floor)
 		for _, v := range Variants() {
 			t.Run(arch+"/"+v, func(t *testing.T) {
-				be, err := NewEmulated(v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer be.Close()
-				got, err := selftest.LoRAStepMode(ctx, be, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range ref.Compare(got) {
-					if !r.Pass {
-						t.Errorf("%s: %s", r.Name, r.Failure)
-					}
-					t.Logf("%s: worst %s relative %.2g (tolerance %.2g)", r.Name, r.Worst, r.MaxErr, r.Tol)
-				}
+				emulatedStepMatches(t, ref, v, func(be kernels.Backend) (selftest.Step, error) {
+					return selftest.LoRAStepMode(ctx, be, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
+				})
 			})
 		}
+	}
+}
+
+// emulatedStepMatches runs step on a new emulated backend of variant v and
+// checks it against ref row by row, as hone selftest does, logging each
+// row's worst error.
+func emulatedStepMatches(t *testing.T, ref selftest.Reference, v string, step func(kernels.Backend) (selftest.Step, error)) {
+	t.Helper()
+	be, err := NewEmulated(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	got, err := step(be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ref.Compare(got) {
+		if !r.Pass {
+			t.Errorf("%s: %s", r.Name, r.Failure)
+		}
+		t.Logf("%s: worst %s relative %.2g (tolerance %.2g)", r.Name, r.Worst, r.MaxErr, r.Tol)
 	}
 }
