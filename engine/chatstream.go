@@ -31,6 +31,10 @@ type deltaParser interface {
 // it reports whether tool calls were parsed.
 func (e *Engine) chatMessage(text string, job *chatJob) (chatMessage, bool) {
 	content, reasoning, calls := e.parseOutput(text, job)
+	if content == nil && forcesToolCall(&job.req) {
+		empty := "" // vLLM's chat answers a forced call with `content or ""`
+		content = &empty
+	}
 	msg := chatMessage{Role: "assistant", Content: content, ToolCalls: calls}
 	var v any
 	if reasoning != nil {
