@@ -114,7 +114,7 @@ func loadModel(ctx context.Context, dir string, threads int, dev kernels.Backend
 	if err != nil {
 		return modelParts{}, err
 	}
-	m.SetAutocast(autocast == "on" || (autocast == "auto" && onDevice && dt == kernels.BF16))
+	m.SetAutocast(model.AutocastFor(autocast, onDevice, dt))
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return modelParts{}, err

@@ -24,6 +24,20 @@ import "github.com/hone-rl/hone/kernels"
 // call). It changes nothing for float32 weights.
 func (m *Model) SetAutocast(on bool) { m.autocast = on }
 
+// AutocastFor resolves an autocast setting (trainer.autocast,
+// engine_embedded.autocast): "on", "off", or "auto", on when the base
+// weights are bf16 on a device backend (where the bf16 GEMM runs on tensor
+// cores; on the CPU it only rounds).
+func AutocastFor(setting string, device bool, weights kernels.DType) bool {
+	switch setting {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return device && weights == kernels.BF16
+}
+
 // Autocast reports whether autocast is on.
 func (m *Model) Autocast() bool { return m.autocast }
 

@@ -85,7 +85,7 @@ func structuralTag(doc gjson.Result) []byte {
 	if len(tools) == 0 || (auto && !single && !anyStrict) {
 		return nil
 	}
-	tags := hermesTags(tools, hermesLayouts, false, []string{})
+	tags := hermesTags(tools, false)
 	format := map[string]any{"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": true,
 		"stop_after_first": single || named != ""}
 	if auto {
@@ -121,13 +121,17 @@ var (
 	hermesLayouts = [][2]string{hermesNewline, {"<tool_call>{\"name\": ", "}</tool_call>"}}
 )
 
-// hermesTags lists each tool in the given layouts, as vLLM's
-// _hermes_tool_tags does in both (the name written as is, arguments held
-// to the tool's parameters schema when the tool is strict, any JSON value
-// otherwise). For the embedded engine (embedded set) the name is a JSON
-// string as its chat writes it and every tool is held to its schema as
-// its chat holds it. excludes is each content's excluded strings.
-func hermesTags(tools []gjson.Result, layouts [][2]string, embedded bool, excludes []string) []hermesTag {
+// hermesTags lists each tool as vLLM's _hermes_tool_tags does: in both
+// layouts, the name written as is, arguments held to the tool's parameters
+// schema when the tool is strict (any JSON value otherwise), nothing
+// excluded. For the embedded engine (embedded set) they are as its chat
+// constraint has them: the newline layout only, the name a JSON string,
+// every tool held to its schema, "</tool_call>" in no string.
+func hermesTags(tools []gjson.Result, embedded bool) []hermesTag {
+	layouts, excludes := hermesLayouts, []string{}
+	if embedded {
+		layouts, excludes = [][2]string{hermesNewline}, []string{"</tool_call>"}
+	}
 	var tags []hermesTag
 	for _, fn := range tools {
 		schema := json.RawMessage("true") // a tool not strict: any JSON value
@@ -194,8 +198,8 @@ func embeddedTag(doc gjson.Result) []byte {
 		return nil
 	}
 	single := named != "" || doc.Get("parallel_tool_calls").Type == gjson.False
-	format := map[string]any{"type": "tags_with_separator", "tags": hermesTags(tools, [][2]string{hermesNewline}, true,
-		[]string{"</tool_call>"}), "separator": "\n", "at_least_one": true, "stop_after_first": single}
+	format := map[string]any{"type": "tags_with_separator", "tags": hermesTags(tools, true), "separator": "\n",
+		"at_least_one": true, "stop_after_first": single}
 	b, err := marshalPlain(map[string]any{"type": "structural_tag", "format": format})
 	if err != nil {
 		return nil

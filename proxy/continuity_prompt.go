@@ -79,7 +79,7 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
 		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force,
 		single: doc.Get("parallel_tool_calls").Type == gjson.False, vllmTag: structuralTag(doc)}
-	if force != nil && k.parse.Tools {
+	if force != nil {
 		p.embTag = embeddedTag(doc)
 	}
 	tc := strings.TrimSpace(doc.Get("tool_choice").Raw)

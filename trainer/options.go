@@ -2,8 +2,10 @@ package trainer
 
 import (
 	"fmt"
-	"github.com/hone-rl/hone/kernels"
 	"time"
+
+	"github.com/hone-rl/hone/kernels"
+	"github.com/hone-rl/hone/model"
 )
 
 // Options configures the trainer; the config file embeds it under
@@ -88,13 +90,7 @@ func (o Options) WeightDTypeOn(be string) kernels.DType {
 // AutocastOn reports whether passes on the backend named be autocast
 // (Options.Autocast; nothing changes unless the weights are bf16).
 func (o Options) AutocastOn(be string) bool {
-	switch o.Autocast {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return be != "cpu" && o.WeightDTypeOn(be) == kernels.BF16
+	return model.AutocastFor(o.Autocast, be != "cpu", o.WeightDTypeOn(be))
 }
 
 // checkpointing reports whether passes on backend be checkpoint.
