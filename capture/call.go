@@ -56,6 +56,10 @@ type Verdict struct {
 	Session string // session id to use and to return in X-Hone-Session
 	Capture bool   // whether the call is captured (rewrite + Record)
 	New     bool   // Session was made for this call: nothing stored can have it
+	// Refused, when set, says why the call may not run: its session id
+	// belongs to another client (wraps ErrForbidden). Nothing is captured
+	// and the proxy answers an error.
+	Refused error
 }
 
 // ToolCall is one tool call of a choice, aggregated over stream deltas.
@@ -135,4 +139,7 @@ type Call struct {
 	// It must have room for that value (capacity >= 1): the writer never
 	// waits on it. Never encoded.
 	Durable chan<- error `json:"-"`
+	// refused is why the writer did not apply the call's header reward
+	// (the call was stored); it is the call's Durable answer.
+	refused error
 }

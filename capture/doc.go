@@ -68,22 +68,27 @@
 // # Ownership
 //
 // Admission.Owner / Call.Owner is an opaque id of the client key (a hash;
-// "" without client keys). A session records the owner of its first call
-// (Session.Owner). A call of owner B that names a session of owner A is
-// stored in B's own session <id>@<12 hex digits of B's hash> (its header
-// reward and commit apply there, never to A's session, and are counted in
-// hone_capture_foreign_feedback_total{source="header"}); calls without an
-// owner are foreign to nothing. Session inference hashes are salted per
-// owner, so one client never joins another's conversation by its messages.
+// "" without client keys). A session belongs to the owner of its first call
+// (Session.Owner). Admit claims an explicit session id for its owner before
+// the call runs (Store.claim: an LRU of claims, the stored session on a
+// miss); a call naming a session of another owner is refused
+// (Verdict.Refused wraps ErrSessionOwned, counted in
+// hone_capture_foreign_feedback_total{source="header",kind="call"}), so the
+// id an agent is told is the session its calls, rewards and commits go to.
+// Should a claim be lost before the call is written (a cache eviction racing
+// the writer), the writer still never mixes owners: the call goes to the
+// caller's own <id>@<12 hex digits of its hash>. Session inference hashes
+// are salted per owner, so one client never joins another's conversation by
+// its messages. Calls without an owner (no client keys) are checked against
+// nothing: every agent is trusted with every session (proxy.listen on
+// loopback, or proxy.agents_trust_each_other).
 //
 // Feedback, Commit, TrinityFeedback and TrinityCommit act for the owner of
 // their context (WithOwner; the HTTP routes pass the request context): with
 // one, /v1/feedback and /v1/commit answer 403 for a session of another owner
-// (its own <id>@<tag> session when it has one is used instead), Trinity
-// /feedback treats other owners' ids as unknown, Trinity /commit closes only
-// that owner's sessions. Sessions without an owner may be rewarded and
-// committed by anyone allowed at all. A context without an owner (the
-// control plane) acts on every session.
+// or of no owner, Trinity /feedback treats other owners' ids as unknown,
+// Trinity /commit closes only that owner's sessions. A context without an
+// owner (the control plane, the operator's) acts on every session.
 //
 // # Durability
 //

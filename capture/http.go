@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -23,7 +24,7 @@ func (s *Store) Routes(r chi.Router) {
 	r.Post("/v1/commit", s.handleCommit)
 	r.Post("/feedback", s.handleTrinityFeedback)
 	r.Post("/commit", s.handleTrinityCommit)
-	r.Get("/v1/sessions/{id}", s.handleSession)
+	r.Get("/v1/sessions/*", s.handleSession) // a session id may hold "/" (sent escaped or not)
 	r.Get("/v1/experiences", s.handleExperiences)
 	r.Post("/v1/experiences/ack", s.handleAck)
 }
@@ -265,7 +266,18 @@ func ViewCall(c *Call, rec *Session, rule string) CallView {
 }
 
 func (s *Store) handleSession(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
+	id := chi.URLParam(r, "*")
+	if r.URL.RawPath != "" { // chi routes on the escaped path when there is one
+		var err error
+		if id, err = url.PathUnescape(id); err != nil {
+			writeError(w, fmt.Errorf("session id %q: %v: %w", chi.URLParam(r, "*"), err, ErrInvalid))
+			return
+		}
+	}
+	if id == "" {
+		writeError(w, fmt.Errorf("GET /v1/sessions/{id} needs a session id: %w", ErrInvalid))
+		return
+	}
 	rec, calls, err := s.GetSession(r.Context(), id)
 	if err != nil {
 		writeError(w, err)

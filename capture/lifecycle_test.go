@@ -199,41 +199,66 @@ func TestDroppedSessionOrphanCall(t *testing.T) {
 	}
 }
 
-// A call that names another client's session is stored in a session of its
-// own owner (<id>@<tag>); its header reward and commit never touch the
-// other client's session and are counted.
+// A session belongs to the client that opened it. Another client's call
+// naming it is refused at admission (before anything runs or is stored,
+// after a restart too), its feedback and commits are forbidden, and the
+// control plane acts on every session.
 func TestForeignCallsAndFeedback(t *testing.T) {
 	ctx := context.Background()
-	s := openTest(t, t.TempDir(), testOptions())
-	defer s.Close()
+	dir := t.TempDir()
+	s := openTest(t, dir, testOptions())
 	v := newVocab()
 	turn(t, s, v, "shared", "key:a", 0, nil, false, true)
-	turn(t, s, v, "shared", "key:b", 1, ptr(-5), true, true)
+	refused := func(id, owner string) {
+		t.Helper()
+		vd := s.Admit(&Admission{CallID: "c-" + owner, Route: RouteChat, Hone: HoneHeaders{Session: id, Reward: ptr(-5),
+			Commit: true}, Body: []byte(`{"messages":[]}`), Owner: owner})
+		if !errors.Is(vd.Refused, ErrSessionOwned) || !errors.Is(vd.Refused, ErrForbidden) || vd.Capture {
+			t.Fatalf("%s's call naming %s: verdict %+v", owner, id, vd)
+		}
+	}
+	refused("shared", "key:b")
+	if got := counterValue(s.m.foreign.WithLabelValues("header", "call")); got != 1 {
+		t.Fatalf("refused calls counted %v, want 1", got)
+	}
 	a := session(t, s, "shared")
 	if a.Owner != "key:a" || a.State != StateOpen || a.rewarded() || a.Calls != 1 {
 		t.Fatalf("owner a's session touched by b: %+v", a)
 	}
-	bid := ownedID("shared", "key:b")
-	b := session(t, s, bid)
-	if b.Owner != "key:b" || b.Calls != 1 || b.State != StateReady || !strings.HasPrefix(bid, "shared@") {
-		t.Fatalf("owner b's own session %s: %+v", bid, b)
+	// A new id is claimed at admission: a second client is refused before
+	// the first one's call is written.
+	if vd := s.Admit(&Admission{CallID: "f1", Route: RouteChat, Hone: HoneHeaders{Session: "fresh"}, Owner: "key:b"}); vd.Refused != nil {
+		t.Fatalf("first use of an id: %+v", vd)
 	}
-	if got := counterValue(s.m.foreign.WithLabelValues("header", "reward")) + counterValue(s.m.foreign.WithLabelValues("header", "commit")); got != 2 {
-		t.Fatalf("foreign header feedback counted %v, want 2", got)
+	refused("fresh", "key:a")
+	if vd := s.Admit(&Admission{CallID: "f2", Route: RouteChat, Hone: HoneHeaders{Session: "fresh"}, Owner: "key:b"}); vd.Refused != nil {
+		t.Fatalf("the claimant's second call: %+v", vd)
+	}
+	// A call that reaches the writer without a claim (no Admit) is never
+	// stored in another client's session.
+	prompts, replies := toolSession()
+	stray := v.makeCall("stray", "shared", prompts[0], replies[0], 1)
+	stray.Owner = "key:b"
+	s.Record(stray)
+	s.syncQueue(t)
+	if a := session(t, s, "shared"); a.Calls != 1 {
+		t.Fatalf("a stray call of b joined a's session: %+v", a)
 	}
 
 	asA, asB, asC := WithOwner(ctx, "key:a"), WithOwner(ctx, "key:b"), WithOwner(ctx, "key:c")
-	if _, err := s.Feedback(asC, FeedbackReq{Session: "shared", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("feedback of a stranger: %v", err)
-	}
-	if _, err := s.Commit(asC, "shared"); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("commit of a stranger: %v", err)
-	}
-	if _, err := s.Feedback(asC, FeedbackReq{Call: "shared-key:a-0", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("call feedback of a stranger: %v", err)
-	}
-	if rec, err := s.Feedback(asB, FeedbackReq{Session: "shared", Reward: ptr(0.3)}); err != nil || rec.ID != bid {
-		t.Fatalf("b's feedback by the id it sent: %+v %v", rec, err)
+	for name, owner := range map[string]context.Context{"b": asB, "c": asC} {
+		if _, err := s.Feedback(owner, FeedbackReq{Session: "shared", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("feedback of %s: %v", name, err)
+		}
+		if _, err := s.Commit(owner, "shared"); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("commit of %s: %v", name, err)
+		}
+		if _, err := s.Feedback(owner, FeedbackReq{Call: "shared-key:a-0", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("call feedback of %s: %v", name, err)
+		}
+		if _, _, err := s.GetSession(owner, "shared"); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("read of %s: %v", name, err)
+		}
 	}
 	if rec, err := s.Feedback(asA, FeedbackReq{Session: "shared", Reward: ptr(1)}); err != nil || rec.ID != "shared" {
 		t.Fatalf("owner's feedback: %+v %v", rec, err)
@@ -253,14 +278,23 @@ func TestForeignCallsAndFeedback(t *testing.T) {
 	if rec := session(t, s, "other-a"); rec.State != StateOpen {
 		t.Fatalf("c's trinity commit closed a's session: %s", rec.State)
 	}
-	// Sessions without an owner may be rewarded by anyone allowed at all.
+	// A session opened without a key belongs to no client: keyed callers
+	// may not act on it, the control plane may.
 	turn(t, s, v, "anon", "", 0, nil, false, true)
-	if _, err := s.Feedback(asC, FeedbackReq{Session: "anon", Reward: ptr(1)}); err != nil {
-		t.Fatalf("feedback on an unowned session: %v", err)
+	if _, err := s.Feedback(asC, FeedbackReq{Session: "anon", Reward: ptr(1)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("keyed feedback on an unowned session: %v", err)
 	}
-	if rec, err := s.Commit(asC, "anon"); err != nil || rec.State != StateReady {
-		t.Fatalf("commit of an unowned session: %+v %v", rec, err)
+	refused("anon", "key:c")
+	if rec, err := s.Commit(ctx, "anon"); err != nil || rec.State != StateCommitted {
+		t.Fatalf("control-plane commit of an unowned session: %+v %v", rec, err)
 	}
+	// The claims survive a restart: they are the stored owners.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, testOptions())
+	defer s.Close()
+	refused("shared", "key:b")
 }
 
 // Session inference is per owner: identical conversations of two clients

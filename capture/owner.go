@@ -3,9 +3,11 @@ package capture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // ErrForbidden is wrapped by errors about sessions the caller does not own
@@ -36,9 +38,64 @@ func ownerFrom(ctx context.Context) (owner string, restricted bool) {
 	return owner, restricted
 }
 
-// owns reports whether a caller restricted to owner may reward or commit
-// rec: its own sessions and sessions without an owner.
-func owns(owner string, rec *Session) bool { return rec.Owner == "" || rec.Owner == owner }
+// ErrSessionOwned is wrapped by the refusal of a call whose session id
+// another client opened (Verdict.Refused).
+var ErrSessionOwned = fmt.Errorf("session id belongs to another client: %w", ErrForbidden)
+
+// owns reports whether a caller restricted to owner may read, reward,
+// commit or extend rec: only the sessions it opened (sessions without an
+// owner belong to callers without one).
+func owns(owner string, rec *Session) bool { return rec.Owner == owner }
+
+// claim checks that owner may use the session id an agent sent, and claims
+// it for owner when nobody holds it. The first client to send an id owns
+// it: later calls of other clients naming it are refused, so the id an
+// agent is told (X-Hone-Session) is always the session its calls, rewards
+// and commits go to. Without an owner (no client keys) nothing is checked.
+// The claim is made at admission, before the call reaches the writer, so
+// two clients racing for a new id cannot both be told they have it; the
+// store is read only on a cache miss.
+func (s *Store) claim(id, owner string) error {
+	if owner == "" {
+		return nil
+	}
+	if o, ok := s.owners.Get(id); ok {
+		return checkClaim(id, o, owner)
+	}
+	var rec *Session
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(sessionKey(id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error {
+			rec, err = decodeSession(b)
+			return err
+		})
+	})
+	if err != nil {
+		s.log.Error("read session owner", "session", id, "err", err)
+		return fmt.Errorf("session %s: owner unreadable: %w", id, err)
+	}
+	if rec != nil {
+		s.owners.Add(id, rec.Owner)
+		return checkClaim(id, rec.Owner, owner)
+	}
+	if prev, found, _ := s.owners.PeekOrAdd(id, owner); found {
+		return checkClaim(id, prev, owner)
+	}
+	return nil
+}
+
+func checkClaim(id, holder, owner string) error {
+	if holder != owner {
+		return fmt.Errorf("session %s: %w", id, ErrSessionOwned)
+	}
+	return nil
+}
 
 // foreign reports whether a call of owner names a session that belongs to
 // another client. Calls without an owner (no client keys) are foreign to

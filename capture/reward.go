@@ -55,8 +55,10 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 			if err != nil {
 				return err
 			}
-			t.addReward(rec, Reward{Value: *req.Reward, Call: req.Call, Source: "feedback",
-				Comment: req.Comment, Tags: ParseTags(strings.Join(req.Tags, ",")), At: t.now})
+			if err := t.addReward(rec, Reward{Value: *req.Reward, Call: req.Call, Source: "feedback",
+				Comment: req.Comment, Tags: ParseTags(strings.Join(req.Tags, ",")), At: t.now}); err != nil {
+				return err
+			}
 			for _, tag := range req.Tags {
 				if tag != "" && !contains(rec.Tags, tag) {
 					rec.Tags = append(rec.Tags, tag)
@@ -107,10 +109,9 @@ func (t *tx) feedbackSession(ctx context.Context, req *FeedbackReq) (*Session, e
 	return rec, nil
 }
 
-// ownedSession resolves a session id as the caller of ctx sees it: its own
-// <id>@<owner tag> when the id belongs to another client, the newest part
-// of a consumed and continued session. ErrForbidden when the caller may not
-// act on it, ErrNotFound when unknown.
+// ownedSession resolves a session id for the caller of ctx: the newest part
+// of a consumed and continued session. ErrForbidden when the session
+// belongs to another client, ErrNotFound when unknown.
 func (t *tx) ownedSession(ctx context.Context, id, source string) (*Session, error) {
 	rec, err := t.session(id)
 	if err != nil {
@@ -120,15 +121,8 @@ func (t *tx) ownedSession(ctx context.Context, id, source string) (*Session, err
 		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
 	if owner, restricted := ownerFrom(ctx); restricted && !owns(owner, rec) {
-		own, err := t.session(ownedID(id, owner))
-		if err != nil {
-			return nil, err
-		}
-		if own == nil || !owns(owner, own) {
-			t.s.countForeign(t, source, source == "feedback", source == "commit")
-			return nil, fmt.Errorf("session %s belongs to another client: %w", id, ErrForbidden)
-		}
-		rec = own
+		t.s.countForeign(t, source, source == "feedback", source == "commit")
+		return nil, fmt.Errorf("session %s belongs to another client: %w", id, ErrForbidden)
 	}
 	return t.latest(rec)
 }
@@ -196,7 +190,9 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 				if runID != "" {
 					rec.RunID = runID
 				}
-				t.addReward(rec, Reward{Value: reward, Source: "trinity", At: t.now})
+				if err := t.addReward(rec, Reward{Value: reward, Source: "trinity", At: t.now}); err != nil {
+					return err
+				}
 				if err := t.rewarded(rec); err != nil {
 					return err
 				}
@@ -278,6 +274,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, []*Call, e
 		}
 		if rec, err = decodeSession(b); err != nil {
 			return err
+		}
+		if owner, restricted := ownerFrom(ctx); restricted && !owns(owner, rec) {
+			rec = nil
+			return fmt.Errorf("session %s: %w", id, ErrForbidden)
 		}
 		calls, err = t.sessionCalls(txn, id)
 		return err

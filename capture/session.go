@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -115,13 +116,17 @@ func combine(rule string, vals []float64) float64 {
 		return 0
 	}
 	switch rule {
-	case "sum", "mean":
+	case "sum":
 		var t float64
 		for _, v := range vals {
 			t += v
 		}
-		if rule == "mean" {
-			t /= float64(len(vals))
+		return t
+	case "mean":
+		var t float64 // of v/n, which cannot overflow for finite v
+		n := float64(len(vals))
+		for _, v := range vals {
+			t += v / n
 		}
 		return t
 	}
@@ -143,6 +148,19 @@ func (s *Session) SessionReward(rule string) float64 {
 		return combine(rule, sess)
 	}
 	return combine(rule, calls)
+}
+
+// rewardFinite reports whether the session's combined reward, and call's
+// when call is set, are finite under rule.
+func (s *Session) rewardFinite(rule, call string) bool {
+	if r := s.SessionReward(rule); math.IsNaN(r) || math.IsInf(r, 0) {
+		return false
+	}
+	if call == "" {
+		return true
+	}
+	r := s.CallReward(rule, call)
+	return r == nil || !(math.IsNaN(*r) || math.IsInf(*r, 0))
 }
 
 // CallReward combines the rewards given to one call; nil when none.

@@ -48,6 +48,7 @@ type Store struct {
 	live    *lru.Cache[string, bool]        // session id -> selected
 	infer   *lru.Cache[uint64, string]      // hash(messages + reply) -> session id
 	pending *lru.Cache[string, pendingHash] // call id -> hash of its request messages
+	owners  *lru.Cache[string, string]      // session id -> owner, claimed at admission (owner.go)
 
 	mu     sync.RWMutex // guards closed against sends on q
 	closed bool
@@ -142,6 +143,9 @@ func (s *Store) initCaches() error {
 	if s.pending, err = lru.New[string, pendingHash](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("pending cache: %w", err)
 	}
+	if s.owners, err = lru.New[string, string](s.opts.Queue.CacheSize); err != nil {
+		return fmt.Errorf("owner cache: %w", err)
+	}
 	return nil
 }
 
@@ -180,6 +184,10 @@ func (s *Store) Admit(a *Admission) Verdict {
 		if _, err := ParseID(sid); err != nil {
 			// Over-long or control characters: use a stable derived id.
 			sid = "x-" + strconv.FormatUint(selKey, 16)
+		}
+		if err := s.claim(sid, a.Owner); err != nil {
+			s.m.foreign.WithLabelValues("header", "call").Inc()
+			return Verdict{Session: sid, Refused: err}
 		}
 	} else {
 		sid, selKey, isNew = s.inferSession(a)

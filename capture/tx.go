@@ -213,9 +213,18 @@ func lastSeq(txn *badger.Txn, id string) (uint64, bool) {
 }
 
 // addReward appends a reward to a session; an open one joins the set a
-// Trinity /commit closes, once the unit commits.
-func (t *tx) addReward(rec *Session, r Reward) {
+// Trinity /commit closes, once the unit commits. A reward that would make
+// the session's or its call's combined reward non-finite (reward.combine:
+// sum past the float64 range) is refused (ErrInvalid) and rec is left as
+// it was.
+func (t *tx) addReward(rec *Session, r Reward) error {
+	rule := t.s.opts.Reward.Combine
 	rec.Rewards = append(rec.Rewards, r)
+	if !rec.rewardFinite(rule, r.Call) {
+		rec.Rewards = rec.Rewards[:len(rec.Rewards)-1]
+		return fmt.Errorf("reward %g would make the combined reward of session %s (reward.combine: %s) overflow; "+
+			"nothing was applied: %w", r.Value, rec.ID, rule, ErrInvalid)
+	}
 	t.touch(rec)
 	if rec.State == StateOpen {
 		id := rec.ID
@@ -225,6 +234,7 @@ func (t *tx) addReward(rec *Session, r Reward) {
 			}
 		})
 	}
+	return nil
 }
 
 // touch marks a record for writing at commit.

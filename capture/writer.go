@@ -278,6 +278,7 @@ func (s *Store) flushCalls(batch []item) []item {
 			if err != nil {
 				return err
 			}
+			batch[i].err = c.refused
 			bytes += n
 			stored++
 		}
@@ -562,8 +563,11 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 		}
 	}
 	if c.Hone.Reward != nil {
-		t.addReward(rec, Reward{Value: *c.Hone.Reward, Source: "header", At: t.now})
-		s.m.feedback.WithLabelValues("header").Inc()
+		if err := t.addReward(rec, Reward{Value: *c.Hone.Reward, Source: "header", At: t.now}); err != nil {
+			c.refused = err // the call (and its commit) are stored; the agent is told the reward was not
+		} else {
+			s.m.feedback.WithLabelValues("header").Inc()
+		}
 	}
 	t.touch(rec)
 	if c.Hone.Commit {

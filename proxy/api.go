@@ -18,8 +18,10 @@ type surface interface {
 	engineRoute() string
 	// translate turns the agent's request body into the engine's. A native
 	// surface returns nil: the body goes upstream as sent (plus capture's
-	// rewrite). Errors are answered in the surface's shape.
-	translate(s *Server, body []byte) (*translation, *apiError)
+	// rewrite). owner is the calling client's (stored state such as
+	// Responses conversations is the owner's alone). Errors are answered in
+	// the surface's shape.
+	translate(s *Server, owner string, body []byte) (*translation, *apiError)
 	// writeError answers an error in the API's own shape.
 	writeError(ctx *fasthttp.RequestCtx, e *apiError)
 }
@@ -59,5 +61,5 @@ type nativeSurface struct{ route string }
 
 func (n nativeSurface) label() string                                     { return n.route }
 func (n nativeSurface) engineRoute() string                               { return n.route }
-func (nativeSurface) translate(*Server, []byte) (*translation, *apiError) { return nil, nil }
+func (nativeSurface) translate(*Server, string, []byte) (*translation, *apiError) { return nil, nil }
 func (nativeSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError)    { writeError(ctx, e) }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -79,6 +80,9 @@ func (c *call) awaitDurable() string {
 	select {
 	case err := <-c.durable:
 		if err != nil {
+			if errors.Is(err, capture.ErrInvalid) { // the call and its commit are stored, the reward refused
+				return "reward refused: " + err.Error()
+			}
 			c.s.log.Warn("reward or commit from headers not stored", "call", c.id, "err", err)
 			return "reward/commit not stored: " + err.Error()
 		}

@@ -115,7 +115,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {
-	e := &apiError{status: status, typ: "invalid_request_error", code: strings.ToLower(strings.ReplaceAll(
+	typ := "invalid_request_error" // 4xx: the caller's (OpenAI's type for a bad key too)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		typ = "service_unavailable" // as the data plane's errNoEngine
+	case status >= 500:
+		typ = "server_error"
+	}
+	e := &apiError{status: status, typ: typ, code: strings.ToLower(strings.ReplaceAll(
 		http.StatusText(status), " ", "_")), msg: msg}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

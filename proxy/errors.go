@@ -58,3 +58,11 @@ func appendJSONString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals; invalid UTF-8 becomes U+FFFD
 	return append(b, q...)
 }
+
+// errSessionOwned answers a call naming a session another client opened:
+// nothing is run or stored, and the agent learns to pick another id rather
+// than being told an id its rewards would not reach.
+func errSessionOwned(header string) *apiError {
+	return &apiError{409, "invalid_request_error", "session_conflict", "the session id in " + header +
+		" was opened by another client: every client must use its own session ids", header}
+}

@@ -15,8 +15,10 @@ import (
 // spelling; every header hone reads, deletes or compares goes through the
 // helpers below instead.
 
-// credentialHeaders carry an agent's API key (OpenAI, Anthropic, Azure).
-var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization"}
+// credentialHeaders carry an agent's credentials (OpenAI, Anthropic and
+// Azure keys; cookies of a session with a gateway in front): none of them
+// reaches an engine that has its own engine.api_key.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Cookie"}
 
 // delFold deletes every spelling of names from h.
 func delFold(h *fasthttp.RequestHeader, names []string) {

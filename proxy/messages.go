@@ -26,7 +26,7 @@ func (messagesSurface) label() string                                    { retur
 func (messagesSurface) engineRoute() string                              { return capture.RouteChat }
 func (messagesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { writeAnthropicError(ctx, e) }
 
-func (messagesSurface) translate(_ *Server, body []byte) (*translation, *apiError) {
+func (messagesSurface) translate(_ *Server, _ string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
 	chat, err := messagesChat(req, false)
 	if err != nil {

@@ -88,7 +88,7 @@ func TestMessagesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, aerr := messagesSurface{}.translate(nil, req)
+			tr, aerr := messagesSurface{}.translate(nil, "", req)
 			if aerr != nil {
 				t.Fatalf("translate: %v", aerr)
 			}
@@ -99,7 +99,7 @@ func TestMessagesGolden(t *testing.T) {
 			}
 			whole := tr.enc.body(body, 200)
 			msgGolden(t, filepath.Join(dir, "response.json"), msgIndent(t, msgNormalize(whole)))
-			tr, _ = messagesSurface{}.translate(nil, req)
+			tr, _ = messagesSurface{}.translate(nil, "", req)
 			stream := msgEncodeStream(tr.enc, sse)
 			streamed := checkMessagesEvents(t, stream)
 			msgGolden(t, filepath.Join(dir, "response.sse"), msgNormalize(stream))
@@ -264,9 +264,9 @@ func TestMessagesStreamMatchesBody(t *testing.T) {
 	for _, pair := range [][2]string{{"chat", "chat_stream"}, {"chat_tools", "chat_tools_stream"}} {
 		body, _ := os.ReadFile(fixture(t, pair[0], "upstream.json"))
 		sse, _ := os.ReadFile(fixture(t, pair[1], "upstream.sse"))
-		tr, _ := messagesSurface{}.translate(nil, req)
+		tr, _ := messagesSurface{}.translate(nil, "", req)
 		whole := msgNormalize(tr.enc.body(body, 200))
-		tr, _ = messagesSurface{}.translate(nil, req)
+		tr, _ = messagesSurface{}.translate(nil, "", req)
 		streamed := msgNormalize(checkMessagesEvents(t, msgEncodeStream(tr.enc, sse)))
 		var a, b any
 		_ = json.Unmarshal(whole, &a)
@@ -353,7 +353,7 @@ func TestMessagesBadInput(t *testing.T) {
 		"bad top_k":             `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"top_k":-1}`,
 		"stop not strings":      `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":[1]}`,
 	} {
-		if _, err := (messagesSurface{}).translate(nil, []byte(body)); err == nil || err.status != 400 {
+		if _, err := (messagesSurface{}).translate(nil, "", []byte(body)); err == nil || err.status != 400 {
 			t.Errorf("%s: %v, want a 400", name, err)
 		}
 	}

@@ -19,6 +19,16 @@ type Options struct {
 	// "Authorization: Bearer KEY" (or X-Api-Key / Api-Key); empty means no
 	// check.
 	ClientKeys []string `yaml:"client_keys"`
+	// AgentsTrustEachOther lets the data plane listen beyond loopback
+	// without client keys. Without keys hone cannot tell agents apart, so
+	// any agent that reaches it may reward, commit and extend any session:
+	// hone refuses to start that way unless this says it is intended.
+	AgentsTrustEachOther bool `yaml:"agents_trust_each_other"`
+	// InferenceRoutes are the engine routes forwarded as they are (not
+	// captured) besides the APIs hone serves itself; every other path is
+	// answered 404, so engine administration (adapters, sleep, weights,
+	// caches, RPC, profiling) stays hone's (see routes.go).
+	InferenceRoutes []string `yaml:"inference_routes"`
 	// DataPlaneFeedback serves /feedback, /commit, /v1/feedback and
 	// /v1/commit on the data plane too: off (default), keys or loopback (see
 	// feedback.go).
@@ -147,6 +157,7 @@ func DefaultOptions() Options {
 		},
 		ShutdownGrace:     30 * time.Second,
 		DataPlaneFeedback: FeedbackOff,
+		InferenceRoutes:   DefaultInferenceRoutes(),
 		Responses:         ResponsesOptions{Max: 10000, TTL: time.Hour},
 		Headers: HeaderNames{
 			Session: "X-Hone-Session", Task: "X-Hone-Task", Train: "X-Hone-Train", Tags: "X-Hone-Tags",
@@ -212,6 +223,15 @@ func (o *Options) Validate() error {
 		}
 	default:
 		return fmt.Errorf("proxy.data_plane_feedback: %q is not one of off, keys, loopback", o.DataPlaneFeedback)
+	}
+	if err := checkInferenceRoutes(o.InferenceRoutes); err != nil {
+		return err
+	}
+	if len(o.ClientKeys) == 0 && !o.AgentsTrustEachOther && !isLoopback(o.Listen) {
+		return fmt.Errorf("proxy.listen: %q is not a loopback address and proxy.client_keys is empty: any agent "+
+			"that reaches it could reward, commit and extend every other agent's sessions; give each agent a key "+
+			"(HONE_PROXY_CLIENT_KEYS), listen on 127.0.0.1, or set proxy.agents_trust_each_other: true "+
+			"(HONE_PROXY_AGENTS_TRUST_EACH_OTHER=1) if every agent that can reach it may act on the others' sessions", o.Listen)
 	}
 	if o.ControlToken == "" && !isLoopback(o.ControlListen) {
 		return fmt.Errorf("proxy.control_listen: %q is not a loopback address and proxy.control_token is empty: "+

@@ -43,7 +43,7 @@ func badResponses(param, msg string) *apiError {
 	return &apiError{400, "invalid_request_error", "invalid_value", msg, param}
 }
 
-func (responsesSurface) translate(s *Server, body []byte) (*translation, *apiError) {
+func (responsesSurface) translate(s *Server, owner string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
 	echo := respRequest{Model: req.Get("model").String(), ParallelToolCalls: true, Store: true,
 		Instructions: rawOr(req.Get("instructions"), "null"), MaxOutputTokens: rawOr(req.Get("max_output_tokens"), "null"),
@@ -62,7 +62,7 @@ func (responsesSurface) translate(s *Server, body []byte) (*translation, *apiErr
 	b := &chatBuilder{calls: map[string]bool{}}
 	if prev := req.Get("previous_response_id"); prev.Exists() && prev.Type != gjson.Null {
 		id := prev.String()
-		conv, ok := s.responses.get(id)
+		conv, ok := s.responses.get(owner, id)
 		if !ok {
 			return nil, &apiError{404, "invalid_request_error", "previous_response_not_found",
 				"Previous response with id '" + id + "' not found.", "previous_response_id"}
@@ -88,7 +88,7 @@ func (responsesSurface) translate(s *Server, body []byte) (*translation, *apiErr
 		return nil, err
 	}
 	conv, _ := json.Marshal(b.msgs)
-	enc := newResponsesEncoder(s, echo, conv, req.Get("stream").Bool())
+	enc := newResponsesEncoder(s, owner, echo, conv)
 	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 // the order the model wrote them: reasoning, message text, function calls.
 type responsesEncoder struct {
 	s      *Server
+	owner  string // the client whose conversation this is
 	echo   respRequest
 	conv   []byte // the conversation so far (chat messages), for previous_response_id
 	id     string
@@ -42,8 +43,8 @@ type respItem struct {
 	closed bool
 }
 
-func newResponsesEncoder(s *Server, echo respRequest, conv []byte, _ bool) *responsesEncoder {
-	return &responsesEncoder{s: s, echo: echo, conv: conv, id: newID("resp_"), create: time.Now().Unix(),
+func newResponsesEncoder(s *Server, owner string, echo respRequest, conv []byte) *responsesEncoder {
+	return &responsesEncoder{s: s, owner: owner, echo: echo, conv: conv, id: newID("resp_"), create: time.Now().Unix(),
 		tools: map[int]*respItem{}}
 }
 
@@ -331,6 +332,6 @@ func (e *responsesEncoder) keep() {
 	}
 	b, err := json.Marshal(append(msgs, m))
 	if err == nil {
-		e.s.responses.put(e.id, b)
+		e.s.responses.put(e.owner, e.id, b)
 	}
 }

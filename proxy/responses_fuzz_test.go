@@ -23,7 +23,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 			return // refused before translation
 		}
-		tr, err := responsesSurface{}.translate(testServer(), body)
+		tr, err := responsesSurface{}.translate(testServer(), "", body)
 		if err != nil {
 			if err.status/100 != 4 {
 				t.Fatalf("status %d", err.status)
@@ -50,7 +50,7 @@ func FuzzResponsesStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\",\"reasoning\":\"y\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, sse []byte) {
-		tr, err := responsesSurface{}.translate(testServer(), []byte(`{"model":"m","input":"hi","stream":true}`))
+		tr, err := responsesSurface{}.translate(testServer(), "", []byte(`{"model":"m","input":"hi","stream":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}

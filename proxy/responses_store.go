@@ -21,6 +21,9 @@ func newConversations(max int, ttl time.Duration) *conversations {
 	return &conversations{lru: expirable.NewLRU[string, []byte](max, nil, ttl)}
 }
 
-func (c *conversations) put(id string, conv []byte) { c.lru.Add(id, conv) }
+// put keeps owner's conversation ending with response id.
+func (c *conversations) put(owner, id string, conv []byte) { c.lru.Add(owner+"\x00"+id, conv) }
 
-func (c *conversations) get(id string) ([]byte, bool) { return c.lru.Get(id) }
+// get returns owner's conversation ending with response id. Another
+// client's response id is unknown to it, as OpenAI answers it.
+func (c *conversations) get(owner, id string) ([]byte, bool) { return c.lru.Get(owner + "\x00" + id) }

@@ -71,7 +71,7 @@ func TestResponsesGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := testServer()
-			tr, aerr := responsesSurface{}.translate(s, req)
+			tr, aerr := responsesSurface{}.translate(s, "", req)
 			if aerr != nil {
 				t.Fatalf("translate: %v", aerr)
 			}
@@ -82,7 +82,7 @@ func TestResponsesGolden(t *testing.T) {
 				golden(t, filepath.Join(dir, "response.json"), indentJSON(t, normalize(tr.enc.body(body, 200))))
 			}
 			if sse, err := os.ReadFile(fixture(t, fx[1], "upstream.sse")); fx[1] != "-" && err == nil {
-				tr, _ = responsesSurface{}.translate(s, req)
+				tr, _ = responsesSurface{}.translate(s, "", req)
 				golden(t, filepath.Join(dir, "response.sse"), normalize(encodeStream(t, tr.enc, sse)))
 			}
 		})
@@ -161,7 +161,7 @@ func TestResponsesBadInput(t *testing.T) {
 		"function_call no id":  `{"model":"m","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`,
 		"instructions not str": `{"model":"m","input":"hi","instructions":[1]}`,
 	} {
-		if _, err := (responsesSurface{}).translate(s, []byte(body)); err == nil || err.status/100 != 4 {
+		if _, err := (responsesSurface{}).translate(s, "", []byte(body)); err == nil || err.status/100 != 4 {
 			t.Errorf("%s: %v, want a 4xx", name, err)
 		}
 	}
@@ -171,14 +171,14 @@ func TestResponsesBadInput(t *testing.T) {
 // follow-up's chat messages are the stored ones plus its own input.
 func TestResponsesPreviousResponse(t *testing.T) {
 	s := testServer()
-	tr, _ := responsesSurface{}.translate(s, []byte(`{"model":"m","instructions":"Be brief.","input":"What is 17 * 23?",
+	tr, _ := responsesSurface{}.translate(s, "", []byte(`{"model":"m","instructions":"Be brief.","input":"What is 17 * 23?",
 		"tools":[{"type":"function","name":"calculator","parameters":{}}]}`))
 	body, _ := os.ReadFile(fixture(t, "chat_tools", "upstream.json"))
 	first := gjson.ParseBytes(tr.enc.body(body, 200))
 	call := first.Get(`output.#(type=="function_call")`)
 	follow := `{"model":"m","instructions":"Be kind.","previous_response_id":"` + first.Get("id").String() +
 		`","input":[{"type":"function_call_output","call_id":"` + call.Get("call_id").String() + `","output":"391"}]}`
-	tr2, err := responsesSurface{}.translate(s, []byte(follow))
+	tr2, err := responsesSurface{}.translate(s, "", []byte(follow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,8 @@ type Server struct {
 	cancel  context.CancelFunc
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
-	dropUp  []string // request headers never forwarded upstream, any spelling
+	dropUp  []string        // request headers never forwarded upstream, any spelling
+	forward map[string]bool // proxy.inference_routes
 
 	responses  *conversations // Responses API conversations, for previous_response_id
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
@@ -54,7 +55,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		return nil, err
 	}
 	s := &Server{opts: opts, rec: rec, aliases: NewAliases(opts.Aliases), pool: p, m: newMetrics(reg), log: log,
-		keys: map[string]bool{}, tokenizing: make(chan struct{}, maxTokenizing),
+		keys: map[string]bool{}, forward: newRoutes(opts.InferenceRoutes), tokenizing: make(chan struct{}, maxTokenizing),
 		responses: newConversations(opts.Responses.Max, opts.Responses.TTL)}
 	if s.rec == nil {
 		s.rec = noRecorder{}
@@ -173,8 +174,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.serveMounted(ctx, h)
 		return
 	}
-	if !bytes.HasPrefix(ctx.Path(), []byte("/v1/")) {
-		s.fail(ctx, "other", errNotFound)
+	kind := s.routeOf(path)
+	if kind == routeUnknown {
+		s.notFound(ctx)
 		return
 	}
 	key, ok := s.clientKey(ctx)
@@ -183,17 +185,22 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ctx.SetUserValue(ownerKey{}, ownerOf(key))
-	if api, ok := surfaces[path]; ok && ctx.IsPost() {
-		s.handleCall(ctx, api)
+	if kind == routeInference {
+		s.passthrough(ctx)
 		return
 	}
+	api, isCall := surfaces[path]
 	switch {
-	case ctx.IsGet() && path == "/v1/models":
+	case isCall && ctx.IsPost():
+		s.handleCall(ctx, api)
+	case path == "/v1/models" && ctx.IsGet():
 		s.handleModels(ctx)
-	case ctx.IsPost() && path == "/v1/messages/count_tokens":
+	case path == countTokensPath && ctx.IsPost():
 		s.handleCountTokens(ctx)
+	case path == "/v1/models":
+		s.methodNotAllowed(ctx, "GET")
 	default:
-		s.passthrough(ctx)
+		s.methodNotAllowed(ctx, "POST")
 	}
 }
 
@@ -239,7 +246,8 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		s.failAPI(ctx, api, errBadJSON)
 		return
 	}
-	tr, terr := api.translate(s, body)
+	owner, _ := ctx.UserValue(ownerKey{}).(string)
+	tr, terr := api.translate(s, owner, body)
 	if terr != nil {
 		s.failAPI(ctx, api, terr)
 		return
@@ -262,10 +270,14 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
 	}
 	c.id = "call-" + uuid.NewString()
-	owner, _ := ctx.UserValue(ownerKey{}).(string)
 	c.owner = owner
 	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body,
 		Owner: owner})
+	if c.verdict.Refused != nil {
+		c.verdict.Capture = false
+		c.failEarly(ctx, errSessionOwned(s.opts.Headers.Session))
+		return
+	}
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})
