@@ -241,3 +241,33 @@ func TestHTTPOwnerRestricted(t *testing.T) {
 		t.Fatalf("session after the requests: %+v", rec)
 	}
 }
+
+// A session id may hold "/" (agents use paths and URLs as ids): GET
+// /v1/sessions/{id} reads it back sent plain or escaped.
+func TestHTTPSessionIDWithSlash(t *testing.T) {
+	s, srv := testServer(t)
+	v := newVocab()
+	turn(t, s, v, "repo/issue-7", "", 0, nil, false, true)
+	for _, path := range []string{"repo/issue-7", "repo%2Fissue-7", "repo%2fissue-7"} {
+		resp, err := http.Get(srv.URL + "/v1/sessions/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&view)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || view["id"] != "repo/issue-7" {
+			t.Fatalf("%s: %d %v", path, resp.StatusCode, view)
+		}
+	}
+	for path, want := range map[string]int{"": 400, "repo": 404} {
+		resp, err := http.Get(srv.URL + "/v1/sessions/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%q: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
 
 // methodNotAllowed answers a route of hone's with a method it does not take.
 func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
-	ctx.Response.Header.Set("Allow", allow)
 	s.fail(ctx, "other", &apiError{405, "invalid_request_error", "method_not_allowed",
 		fmt.Sprintf("%s %s is not served: use %s", ctx.Method(), ctx.Path(), allow), ""})
+	ctx.Response.Header.Set("Allow", allow) // after fail, which resets the response
 }

@@ -1,0 +1,330 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hone-rl/hone/capture"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+)
+
+// The attacks of the trust model (README, "Security"): each test is one
+// hole, tried the way an agent on the data plane would.
+
+// request sends one raw request (any method, any path spelling) on a fresh
+// connection and reads the answer.
+func request(t *testing.T, base, method, path string, body []byte, hdr map[string]string) *rawResponse {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: hone\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, len(body))
+	for k, v := range hdr {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	}
+	b.WriteString("Connection: close\r\n\r\n")
+	b.Write(body)
+	if _, err := c.Write(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	return readRaw(t, bufio.NewReader(c))
+}
+
+// engineAdmin are the administration routes of vLLM and SGLang an agent
+// might try, with spellings that a prefix or string match would miss.
+var engineAdmin = []string{
+	"/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/v1//load_lora_adapter", "/v1/./load_lora_adapter",
+	"/v1/chat/../load_lora_adapter", "/v1/chat/completions/../../load_lora_adapter", "/v1/%6coad_lora_adapter",
+	"/v1/load_lora_adapter/", "/v1/load_lora_adapter?lora_name=x", "/%761/load_lora_adapter",
+	"/sleep", "/wake_up", "/is_sleeping", "/reset_prefix_cache", "/collective_rpc", "/start_profile",
+	"/stop_profile", "/pause", "/resume", "/scale_elastic_ep", "/server_info", "/invocations",
+	"/load_lora_adapter", "/update_weights_from_disk", "/flush_cache", "/release_memory_occupation",
+	"/v1/sleep", "/v1/reset_prefix_cache", "/v1/update_weights_from_disk", "/v1/anything/else",
+}
+
+// No engine administration route reaches an engine from the data plane,
+// with or without client keys, in any spelling or method; the answer is
+// hone's own 404 naming the allow-list's key.
+func TestEngineAdminNotForwarded(t *testing.T) {
+	for _, keys := range [][]string{nil, {"sk-a"}} {
+		stub := newStub(t)
+		h := startHone(t, func(o *Options) { o.ClientKeys = keys; o.Upstream.APIKey = "engine-key" }, stub)
+		for _, path := range engineAdmin {
+			for _, method := range []string{"POST", "GET", "PUT", "DELETE"} {
+				before := stub.served.Load()
+				r := request(t, h.url, method, path, []byte(`{"lora_name":"evil","lora_path":"/tmp/evil"}`),
+					map[string]string{"Authorization": "Bearer sk-a"})
+				if got := stub.served.Load(); got != before {
+					t.Fatalf("keys %v: %s %s reached the engine", keys, method, path)
+				}
+				wantOpenAIError(t, r, 404)
+				if msg := gjson.GetBytes(r.body, "error.message").String(); !strings.Contains(msg, "proxy.inference_routes") {
+					t.Fatalf("%s %s: 404 does not name proxy.inference_routes: %s", method, path, msg)
+				}
+			}
+		}
+	}
+}
+
+// The inference routes of proxy.inference_routes are forwarded as they
+// are; a route of hone's own with another method is 405, not forwarded.
+func TestInferenceRoutesForwarded(t *testing.T) {
+	stub := newStub(t)
+	h := startHone(t, nil, stub)
+	for _, path := range []string{"/v1/embeddings", "/tokenize", "/v1/rerank", "/v1/embeddings?x=1"} {
+		before := stub.served.Load()
+		r := request(t, h.url, "POST", path, []byte(`{"model":"Qwen/Qwen3-0.6B","input":"hi"}`), nil)
+		if r.status != 200 || stub.served.Load() != before+1 {
+			t.Fatalf("%s: status %d, served %d -> %d", path, r.status, before, stub.served.Load())
+		}
+	}
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/v1/chat/completions", "POST"}, {"DELETE", "/v1/responses", "POST"}, {"POST", "/v1/models", "GET"},
+	} {
+		before := stub.served.Load()
+		r := request(t, h.url, c.method, c.path, nil, nil)
+		wantOpenAIError(t, r, 405)
+		if r.header.Get("Allow") != c.allow || stub.served.Load() != before {
+			t.Fatalf("%s %s: Allow %q, forwarded %v", c.method, c.path, r.header.Get("Allow"), stub.served.Load() != before)
+		}
+	}
+	// nothing forwarded without the list
+	h = startHone(t, func(o *Options) { o.InferenceRoutes = nil }, stub)
+	wantOpenAIError(t, request(t, h.url, "POST", "/v1/embeddings", []byte(`{}`), nil), 404)
+}
+
+func TestInferenceRoutesConfig(t *testing.T) {
+	for _, c := range []struct {
+		routes []string
+		want   string
+	}{
+		{[]string{"/v1/embeddings", "/v1/custom"}, ""},
+		{[]string{"/v1/load_lora_adapter"}, "engine administration"},
+		{[]string{"/sleep"}, "engine administration"},
+		{[]string{"/v1/chat/completions"}, "served by hone"},
+		{[]string{"v1/embeddings"}, "not a plain absolute path"},
+		{[]string{"/v1/../sleep"}, "not a plain absolute path"},
+		{[]string{"/v1/*"}, "not a plain absolute path"},
+	} {
+		o := DefaultOptions()
+		o.InferenceRoutes = c.routes
+		err := o.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want %q", c.routes, err, c.want)
+		}
+	}
+}
+
+// A data plane reachable beyond loopback without client keys lets every
+// agent act on every session: refused unless the operator says agents
+// trust each other.
+func TestKeylessListenRefused(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		keys   []string
+		trust  bool
+		ok     bool
+	}{
+		{"127.0.0.1:8080", nil, false, true},
+		{"[::1]:8080", nil, false, true},
+		{"localhost:8080", nil, false, true},
+		{"0.0.0.0:8080", nil, false, false},
+		{":8080", nil, false, false},
+		{"10.0.0.5:8080", nil, false, false},
+		{"0.0.0.0:8080", []string{"k"}, false, true},
+		{"0.0.0.0:8080", nil, true, true},
+	} {
+		o := DefaultOptions()
+		o.Listen, o.ClientKeys, o.AgentsTrustEachOther = c.listen, c.keys, c.trust
+		err := o.Validate()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "proxy.agents_trust_each_other")) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// startTrustHone is hone with client keys sk-a and sk-b in front of a stub
+// answering one chat completion, capturing into a store.
+func startTrustHone(t *testing.T, co capture.Options) (*testHone, *capture.Store) {
+	t.Helper()
+	store, err := capture.Open(t.TempDir(), co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	return startHoneWith(t, store, func(o *Options) { o.ClientKeys = []string{"sk-a", "sk-b"} }, stub), store
+}
+
+// With client keys a session id belongs to the client that used it first:
+// another client naming it is refused with 409 (it was stored under a
+// suffixed id while being told the plain one, and the plain id's feedback
+// went to the first client's session).
+func TestSessionSquatRefused(t *testing.T) {
+	h, store := startTrustHone(t, capture.DefaultOptions())
+	as := func(key string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + key, "X-Hone-Session": "task-42"}
+	}
+	if r := post(t, h.url, "/v1/chat/completions", chatReq(false), as("sk-b")); r.status != 200 || r.header.Get("X-Hone-Session") != "task-42" {
+		t.Fatalf("owner's call: %d %q", r.status, r.header.Get("X-Hone-Session"))
+	}
+	hdr := as("sk-a")
+	hdr["x-hone-reward"], hdr["x-hone-commit"] = "-5", "1"
+	r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr)
+	wantOpenAIError(t, r, 409)
+	if gjson.GetBytes(r.body, "error.code").String() != "session_conflict" || r.header.Get("X-Hone-Session") != "" {
+		t.Fatalf("squatter told %q: %s", r.header.Get("X-Hone-Session"), r.body)
+	}
+	// the owner keeps using it
+	if r := post(t, h.url, "/v1/chat/completions", chatReq(false), as("sk-b")); r.status != 200 {
+		t.Fatalf("owner's second call: %d %s", r.status, r.body)
+	}
+	time.Sleep(50 * time.Millisecond)
+	ctx := context.Background()
+	rec, calls, err := store.GetSession(ctx, "task-42")
+	if err != nil || len(calls) != 2 || len(rec.Rewards) != 0 || rec.State != capture.StateOpen {
+		t.Fatalf("owner's session after the squat: %+v calls %d err %v", rec, len(calls), err)
+	}
+	n := 0
+	if err := store.Sessions(ctx, capture.ExportFilter{}, func(*capture.Session) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("%d sessions stored (%v), want the owner's only", n, err)
+	}
+}
+
+// Without client keys, on loopback, agents are one party: a session may be
+// continued and rewarded by any call (the trust model's sidecar row).
+func TestKeylessLoopbackSharesSessions(t *testing.T) {
+	store, err := capture.Open(t.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHoneWith(t, store, nil, stub)
+	for i, hdr := range []map[string]string{{"X-Hone-Session": "shared"}, {"x-hone-session": "shared", "x-hone-reward": "1"}} {
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 {
+			t.Fatalf("call %d: %d", i, r.status)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if rec, calls, err := store.GetSession(context.Background(), "shared"); err != nil || len(calls) != 2 || len(rec.Rewards) != 1 {
+		t.Fatalf("shared session: %+v %d %v", rec, len(calls), err)
+	}
+}
+
+// A Responses API conversation is its client's: another client's
+// previous_response_id is unknown to it, as OpenAI answers.
+func TestResponsesConversationPerClient(t *testing.T) {
+	h, _ := startTrustHone(t, capture.DefaultOptions())
+	key := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
+	r := post(t, h.url, "/v1/responses", []byte(`{"model":"Qwen/Qwen3-0.6B","input":"Hello!"}`), key("sk-a"))
+	id := gjson.GetBytes(r.body, "id").String()
+	if r.status != 200 || id == "" {
+		t.Fatalf("first response: %d %s", r.status, r.body)
+	}
+	follow := []byte(`{"model":"Qwen/Qwen3-0.6B","input":"And then?","previous_response_id":"` + id + `"}`)
+	wantOpenAIError(t, post(t, h.url, "/v1/responses", follow, key("sk-b")), 404)
+	if r := post(t, h.url, "/v1/responses", follow, key("sk-a")); r.status != 200 {
+		t.Fatalf("owner's follow-up: %d %s", r.status, r.body)
+	}
+}
+
+// A header reward whose combination would overflow (reward.combine: sum)
+// is refused at that call: the call and its commit are stored, the agent
+// is told in X-Hone-Warning, and later feedback still works.
+func TestRewardOverflowRefused(t *testing.T) {
+	co := capture.DefaultOptions()
+	co.Reward.Combine = "sum"
+	store, err := capture.Open(t.TempDir(), co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHoneWith(t, store, nil, stub)
+	hdr := map[string]string{"X-Hone-Session": "big", "X-Hone-Reward": "1e308"}
+	if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 || len(r.header.Values("X-Hone-Warning")) != 0 {
+		t.Fatalf("first reward: %d %v", r.status, r.header.Values("X-Hone-Warning"))
+	}
+	hdr["X-Hone-Commit"] = "1"
+	r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr)
+	if w := strings.Join(r.header.Values("X-Hone-Warning"), "; "); r.status != 200 || !strings.Contains(w, "reward refused") {
+		t.Fatalf("overflowing reward: %d, warning %q", r.status, w)
+	}
+	ctx := context.Background()
+	rec, calls, err := store.GetSession(ctx, "big")
+	if err != nil || len(calls) != 2 || len(rec.Rewards) != 1 || rec.State == capture.StateOpen {
+		t.Fatalf("after the refused reward: %+v, %d calls, %v", rec, len(calls), err)
+	}
+	if _, err := store.Feedback(ctx, capture.FeedbackReq{Session: "big", Reward: ptrF(1e308)}); err == nil {
+		t.Fatal("overflowing feedback accepted")
+	}
+	if rec, err := store.Feedback(ctx, capture.FeedbackReq{Session: "big", Reward: ptrF(-1)}); err != nil || len(rec.Rewards) != 2 {
+		t.Fatalf("feedback after the refusal: %+v %v", rec, err)
+	}
+}
+
+func ptrF(v float64) *float64 { return &v }
+
+// With engine.api_key the agent's credentials, cookies included, never
+// reach the engine.
+func TestCookieNotForwardedWithEngineKey(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, func(o *Options) { o.Upstream.APIKey = "engine-key" }, stub)
+	for _, spelling := range []string{"Cookie", "cookie", "COOKIE"} {
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{spelling: "sid=sk-secret-cookie"}); r.status != 200 {
+			t.Fatalf("%s: %d", spelling, r.status)
+		}
+		_, got := stub.lastRequest()
+		for k, v := range got {
+			if strings.Contains(v, "sk-secret-cookie") {
+				t.Fatalf("%s reached the engine as %s: %s", spelling, k, v)
+			}
+		}
+	}
+}
+
+// /readyz without a healthy engine is a 503 typed as the service's state,
+// not as the caller's error.
+func TestReadyzUnavailableType(t *testing.T) {
+	h := startHoneURLs(t, deadURL(t))
+	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
+	defer ctl.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(ctl.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 503 {
+			if typ := gjson.GetBytes(b, "error.type").String(); typ != "service_unavailable" {
+				t.Fatalf("/readyz 503 typed %q: %s", typ, b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d with a dead engine", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
