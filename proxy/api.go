@@ -59,7 +59,7 @@ var surfaces = map[string]surface{
 // nativeSurface is an API the engine speaks itself.
 type nativeSurface struct{ route string }
 
-func (n nativeSurface) label() string                                     { return n.route }
-func (n nativeSurface) engineRoute() string                               { return n.route }
+func (n nativeSurface) label() string                                             { return n.route }
+func (n nativeSurface) engineRoute() string                                       { return n.route }
 func (nativeSurface) translate(*Server, string, []byte) (*translation, *apiError) { return nil, nil }
-func (nativeSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError)    { writeError(ctx, e) }
+func (nativeSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError)            { writeError(ctx, e) }
