@@ -3,10 +3,16 @@
 # (`make build-static` gives a fully static binary without NVML instead.)
 #
 #   docker build -t hone .
-#   docker run -p 8080:8080 hone                          # embedded CPU engine + tiny model
-#   docker run -p 8080:8080 -p 8081:8081 \
+#   docker run -p 8080:8080 -e HONE_PROXY_CLIENT_KEYS=sk-agent1,sk-agent2 hone   # embedded CPU engine + tiny model
+#   docker run -p 8080:8080 -p 8081:8081 -e HONE_PROXY_CLIENT_KEYS=sk-agent1 \
 #     -e HONE_PROXY_CONTROL_LISTEN=0.0.0.0:8081 -e HONE_PROXY_CONTROL_TOKEN=change-me \
 #     hone serve --engine http://vllm:8000 --train       # in front of vLLM (see deploy/)
+#
+# The data plane listens on every interface here, so hone needs to tell the
+# agents apart: each agent sends one of HONE_PROXY_CLIENT_KEYS as its API key
+# and owns the sessions it opens. Without keys hone refuses to start, unless
+# HONE_PROXY_AGENTS_TRUST_EACH_OTHER=1 says every agent that can reach it may
+# act on the others' sessions (README, Security).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -62,9 +65,22 @@ func TestEnvKeysMatchYAML(t *testing.T) {
 		keys[k] = true
 	}
 	for _, k := range []string{"HONE_DATA", "HONE_TRAINER_CHECKPOINT_DIR", "HONE_PROXY_LISTEN", "HONE_PROXY_CONTROL_LISTEN",
-		"HONE_PROXY_CONTROL_TOKEN", "HONE_SELECTION_SAMPLE_RATE", "HONE_ENGINE_TIMEOUTS_IDLE", "HONE_RUNTIME_GC_PERCENT"} {
+		"HONE_PROXY_CONTROL_TOKEN", "HONE_SELECTION_SAMPLE_RATE", "HONE_ENGINE_TIMEOUTS_IDLE", "HONE_RUNTIME_GC_PERCENT",
+		"HONE_PROXY_CLIENT_KEYS", "HONE_PROXY_AGENTS_TRUST_EACH_OTHER", "HONE_PROXY_INFERENCE_ROUTES"} {
 		if !keys[k] {
 			t.Errorf("%s is not a key", k)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "deploy", "*"))
+	for _, f := range append(files, filepath.Join("..", "Dockerfile")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range regexp.MustCompile(`HONE_[A-Z0-9_]+`).FindAllString(string(b), -1) {
+			if !keys[k] && !otherEnv(k) {
+				t.Errorf("%s names %s, which hone does not read", f, k)
+			}
 		}
 	}
 	for k := range keys {
