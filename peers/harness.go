@@ -246,6 +246,10 @@ func StartVLLM(o VLLMOptions) (*VLLM, error) {
 	cmd.Env = append(os.Environ(),
 		"VLLM_TARGET_DEVICE=cpu",
 		"VLLM_ALLOW_RUNTIME_LORA_UPDATING=1",
+		// Every administration route vLLM has (sleep, collective_rpc,
+		// profiling, cache resets): the routes hone must never let an agent
+		// reach (TestNoEngineAdminThroughHone).
+		"VLLM_SERVER_DEV_MODE=1",
 		"VLLM_CPU_KVCACHE_SPACE="+strconv.Itoa(o.KVCacheGiB),
 		"VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
 		// Nothing may come from a model hub at run time.
