@@ -109,6 +109,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzMessagesRequest$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzMessagesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzRedactHead$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzRedactError$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzLoRAAdapter$$' -fuzztime 30s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzTokenize$$' -fuzztime 30s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzStructTag$$' -fuzztime 20s ./engine/

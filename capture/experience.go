@@ -56,9 +56,13 @@ type StepSpan struct {
 // Experience is one ready trajectory (a leaf path of a session's token trie),
 // the unit the trainer consumes.
 type Experience struct {
-	Cursor   uint64     `json:"cursor"`
-	Session  string     `json:"session"`
-	Task     string     `json:"task,omitempty"`
+	Cursor  uint64 `json:"cursor"`
+	Session string `json:"session"`
+	Task    string `json:"task,omitempty"`
+	// Owner is the opaque id of the client key that opened the session
+	// ("" without client keys). Trainers group by owner and task, so one
+	// client's sessions never enter the baseline of another's task.
+	Owner    string     `json:"owner,omitempty"`
 	Model    string     `json:"model"`
 	Leaf     int        `json:"leaf"`      // leaf index within the session
 	Tokens   []int32    `json:"tokens"`    // prompt and completion tokens of the whole path

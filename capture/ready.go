@@ -177,7 +177,7 @@ func experiencesOf(rec *Session, tr *trie, rule string) []Experience {
 	callReward := func(id string) *float64 { return rec.CallReward(rule, id) }
 	var out []Experience
 	for i, leaf := range tr.leaves() {
-		e := Experience{Session: rec.ID, Task: rec.Task, Model: rec.Model, Leaf: i, Reward: rec.SessionReward(rule),
+		e := Experience{Session: rec.ID, Task: rec.Task, Owner: rec.Owner, Model: rec.Model, Leaf: i, Reward: rec.SessionReward(rule),
 			ContinuationOf: rec.ContinuationOf}
 		e.Tokens, e.Mask, e.Logprobs, e.Versions, e.Steps = trajectory(leaf, callReward)
 		e.Messages, e.Tools = transcript(leaf.call, leaf.choice)

@@ -105,21 +105,18 @@ func (s *Server) routeOf(path string) routeKind {
 }
 
 // notFound answers a path hone neither serves nor forwards. The answer
-// names the config key, never whether the engine has such a route.
+// names the config key, never whether the engine has such a route, and
+// echoes no request bytes.
 func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
-	p := string(ctx.Path())
-	if len(p) > 128 {
-		p = p[:128] + "..."
-	}
 	s.fail(ctx, "other", &apiError{404, "invalid_request_error", "not_found",
-		fmt.Sprintf("Invalid URL (%s %s): hone serves the inference APIs (chat/completions, completions, responses, "+
-			"messages, models) and forwards the routes in proxy.inference_routes; engine administration is "+
-			"hone's own, on its control plane", ctx.Method(), p), ""})
+		"Invalid URL: hone serves the inference APIs (chat/completions, completions, responses, messages, " +
+			"models) and forwards the routes in proxy.inference_routes; engine administration is hone's own, " +
+			"on its control plane", ""})
 }
 
 // methodNotAllowed answers a route of hone's with a method it does not take.
 func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
 	s.fail(ctx, "other", &apiError{405, "invalid_request_error", "method_not_allowed",
-		fmt.Sprintf("%s %s is not served: use %s", ctx.Method(), ctx.Path(), allow), ""})
+		"this route takes only " + allow, ""})
 	ctx.Response.Header.Set("Allow", allow) // after fail, which resets the response
 }

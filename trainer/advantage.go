@@ -117,12 +117,14 @@ func groupBy(exps []*capture.Experience, key func(*capture.Experience) string) [
 	return out
 }
 
-// taskKey groups by task; experiences without a task are their own group.
+// taskKey groups by task within an owner (a client's sessions never enter
+// the baseline of another client's task); experiences without a task are
+// their own group.
 func taskKey(e *capture.Experience) string {
 	if e.Task == "" {
 		return "\x00session:" + e.Session + fmt.Sprintf("#%d", e.Leaf)
 	}
-	return e.Task
+	return e.Owner + "\x01" + e.Task
 }
 
 // broadcast spreads a scalar advantage over an experience's masked tokens.
@@ -335,7 +337,7 @@ func (g stepWiseGRPO) Compute(exps []*capture.Experience) ([]Sample, AdvantageSt
 		if e.Task == "" {
 			return "\x00session:" + e.Session
 		}
-		return e.Task
+		return e.Owner + "\x01" + e.Task
 	})
 	all := make([][]run, len(groups))
 	var lasts []float64

@@ -163,3 +163,32 @@ func TestNewAdvantagerErrors(t *testing.T) {
 		}
 	}
 }
+
+// Groups are per client: another key's sessions naming the same task never
+// enter a client's baseline, so they cannot turn its rewards' advantages
+// around (with one group, the attacker's high rewards would make both of
+// the victim's sessions negative).
+func TestAdvantageGroupsPerOwner(t *testing.T) {
+	owned := func(owner, session string, reward float64) *capture.Experience {
+		e := exp("t", session, 0, reward, reward)
+		e.Owner = owner
+		return e
+	}
+	for _, alg := range []string{AlgGRPO, AlgStepWiseGRPO} {
+		adv, err := NewAdvantager(AdvantageOptions{Algorithm: alg, Epsilon: 1e-6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, _ := adv.Compute([]*capture.Experience{
+			owned("key:victim", "v1", 0), owned("key:victim", "v2", 1),
+			owned("key:attacker", "a1", 100), owned("key:attacker", "a2", 100),
+		})
+		scores := map[string]float64{}
+		for _, s := range samples {
+			scores[s.Exp.Session] = s.Score
+		}
+		if !(scores["v1"] < 0 && scores["v2"] > 0) || near(scores["v2"], 0, 1e-9) {
+			t.Errorf("%s: victim's advantages %v moved by another owner's sessions", alg, scores)
+		}
+	}
+}
