@@ -12,8 +12,13 @@ import (
 
 // StepMetrics is one training step's record, a line of the JSONL log.
 type StepMetrics struct {
-	Step         int64     `json:"step"`    // optimizer steps taken so far (unchanged by a batch without signal)
-	Version      int64     `json:"version"` // policy version this step produced
+	Step    int64 `json:"step"`    // optimizer steps taken so far (unchanged by a batch without signal)
+	Version int64 `json:"version"` // policy version this step produced
+	// Trained says whether the batch updated the policy; when not,
+	// SkipReason says why (one of the skip* constants) and Why in words.
+	Trained      bool      `json:"trained"`
+	SkipReason   string    `json:"skip_reason,omitempty"`
+	Why          string    `json:"why,omitempty"`
 	Time         time.Time `json:"time"`
 	Samples      int       `json:"samples"` // trained on
 	Skipped      int       `json:"skipped"` // in groups without signal
@@ -39,11 +44,22 @@ type StepMetrics struct {
 
 // metricsSink writes StepMetrics to a JSONL stream and Prometheus gauges.
 type metricsSink struct {
-	mu     sync.Mutex
-	w      io.Writer
-	gauges map[string]prometheus.Gauge
-	steps  prometheus.Counter
+	mu      sync.Mutex
+	w       io.Writer
+	gauges  map[string]prometheus.Gauge
+	steps   prometheus.Counter
+	skipped *prometheus.CounterVec
 }
+
+// Why a batch trained nothing (StepMetrics.SkipReason, the reason label of
+// hone_trainer_skipped_batches_total).
+const (
+	skipNoVariance = "no_reward_variance" // every task group's rewards were equal (GRPO family)
+	skipMinReward  = "below_sft_min_reward"
+	skipUnfit      = "unfit"      // every experience too long for the context or with unknown tokens
+	skipStale      = "stale"      // every sample beyond trainer.staleness
+	skipNonFinite  = "non_finite" // the loss or gradient was not finite
+)
 
 // gaugeFields lists the exported gauges and how to read them.
 var gaugeFields = []struct {
@@ -66,11 +82,15 @@ var gaugeFields = []struct {
 
 func newMetricsSink(w io.Writer, reg prometheus.Registerer) (*metricsSink, error) {
 	s := &metricsSink{w: w, gauges: map[string]prometheus.Gauge{},
-		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_trainer_steps_total", Help: "Training steps completed."})}
+		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_trainer_steps_total",
+			Help: "Training steps that updated the policy."}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_trainer_skipped_batches_total",
+			Help: "Batches that trained nothing, by reason (no_reward_variance, below_sft_min_reward, unfit, stale, non_finite)."},
+			[]string{"reason"})}
 	if reg == nil {
 		return s, nil
 	}
-	cs := []prometheus.Collector{s.steps}
+	cs := []prometheus.Collector{s.steps, s.skipped}
 	for _, f := range gaugeFields {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hone_trainer_" + f.name, Help: f.help})
 		s.gauges[f.name] = g
@@ -87,9 +107,13 @@ func newMetricsSink(w io.Writer, reg prometheus.Registerer) (*metricsSink, error
 func (s *metricsSink) record(m *StepMetrics) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.steps.Inc()
+	if !m.Trained {
+		s.skipped.WithLabelValues(m.SkipReason).Inc()
+	} else {
+		s.steps.Inc()
+	}
 	for _, f := range gaugeFields {
-		if g := s.gauges[f.name]; g != nil {
+		if g := s.gauges[f.name]; g != nil && m.Trained { // a skipped batch has no loss, gradient or rate
 			g.Set(f.get(m))
 		}
 	}

@@ -265,10 +265,10 @@ func (t *Trainer) takeBatch() []pulled {
 func (t *Trainer) runStep(ctx context.Context, batch []pulled) (*StepMetrics, error) {
 	start := time.Now()
 	m := &StepMetrics{Step: t.step + 1, Time: start}
-	samples := t.samples(batch, m)
+	samples, reason := t.samples(batch, m)
 	if len(samples) == 0 {
-		// nothing to learn from (e.g. every group had equal rewards)
 		m.Step, m.Version = t.step, t.version
+		m.SkipReason, m.Why = reason, t.why(reason, batch, m)
 		return m, t.finish(ctx, batch, m, "")
 	}
 	err := t.withEngines(ctx, func() error {
@@ -279,8 +279,8 @@ func (t *Trainer) runStep(ctx context.Context, batch []pulled) (*StepMetrics, er
 	})
 	if errors.Is(err, errNonFinite) {
 		// retrying would fail the same way: drop the batch, keep the version
-		t.d.Log.Warn("batch dropped", "err", err)
 		m.Step, m.Version, m.Dropped, m.Samples = t.step, t.version, m.Dropped+m.Samples, 0
+		m.SkipReason, m.Why = skipNonFinite, err.Error()
 		return m, t.finish(ctx, batch, m, "")
 	}
 	if err != nil {
@@ -288,7 +288,7 @@ func (t *Trainer) runStep(ctx context.Context, batch []pulled) (*StepMetrics, er
 	}
 	t.step++
 	t.version++
-	m.Version = t.version
+	m.Version, m.Trained = t.version, true
 	dir, err := t.write()
 	if err != nil {
 		return nil, err
@@ -309,8 +309,9 @@ func (t *Trainer) checkMemory() error {
 	return nil
 }
 
-// samples turns a batch into weighted samples with advantages.
-func (t *Trainer) samples(batch []pulled, m *StepMetrics) []Sample {
+// samples turns a batch into weighted samples with advantages. With none
+// left, reason says which stage removed the last ones.
+func (t *Trainer) samples(batch []pulled, m *StepMetrics) (_ []Sample, reason string) {
 	exps := make([]*capture.Experience, 0, len(batch))
 	for i := range batch {
 		if t.fits(&batch[i].exp) {
@@ -319,8 +320,13 @@ func (t *Trainer) samples(batch []pulled, m *StepMetrics) []Sample {
 			m.Dropped++
 		}
 	}
+	if len(exps) == 0 {
+		return nil, skipUnfit
+	}
 	var samples []Sample
+	reason = skipNoVariance
 	if t.opts.Loss.Kind == LossSFT {
+		reason = skipMinReward
 		for _, e := range exps {
 			if e.Reward >= t.opts.SFTMinReward {
 				samples = append(samples, newSample(e, 0))
@@ -334,6 +340,9 @@ func (t *Trainer) samples(batch []pulled, m *StepMetrics) []Sample {
 		m.Skipped, m.RewardMean, m.RewardStd = st.Skipped, st.RewardMean, st.RewardStd
 		m.AdvMean, m.AdvStd, m.AdvMin, m.AdvMax = st.AdvMean, st.AdvStd, st.AdvMin, st.AdvMax
 	}
+	if len(samples) == 0 {
+		return nil, reason
+	}
 	samples, stale := t.opts.Staleness.ApplyStaleness(samples, t.version)
 	m.Dropped += stale
 	var lag float64
@@ -344,7 +353,7 @@ func (t *Trainer) samples(batch []pulled, m *StepMetrics) []Sample {
 		m.MeanLag = lag / float64(len(samples))
 	}
 	m.Samples = len(samples)
-	return samples
+	return samples, skipStale
 }
 
 // fits reports whether the model can train on e: at least two tokens,
@@ -537,9 +546,40 @@ func (t *Trainer) finish(ctx context.Context, batch []pulled, m *StepMetrics, di
 	if err := t.sink.record(m); err != nil {
 		errs = append(errs, err)
 	}
+	if !m.Trained {
+		t.d.Log.Warn("batch trained nothing", "reason", m.SkipReason, "why", m.Why, "sessions", countSessions(batch),
+			"skipped", m.Skipped, "dropped", m.Dropped, "version", m.Version)
+		return errors.Join(errs...)
+	}
 	t.d.Log.Info("training step", "step", m.Step, "version", m.Version, "samples", m.Samples,
 		"reward_mean", m.RewardMean, "loss", m.Loss, "grad_norm", m.GradNorm, "tokens_per_sec", m.TokensPerSec)
 	return errors.Join(errs...)
+}
+
+// why says in words why a batch left no sample to train on.
+func (t *Trainer) why(reason string, batch []pulled, m *StepMetrics) string {
+	n := countSessions(batch)
+	switch reason {
+	case skipUnfit:
+		return fmt.Sprintf("all %d experiences were too long for the model's context or held tokens outside its "+
+			"vocabulary", len(batch))
+	case skipStale:
+		return fmt.Sprintf("every sample was more policy versions behind than trainer.staleness allows (%d dropped)",
+			m.Dropped)
+	case skipMinReward:
+		return fmt.Sprintf("no session of %d reached trainer.sft_min_reward %g", n, t.opts.SFTMinReward)
+	}
+	return fmt.Sprintf("the rewards of the %d sessions were equal within every task (X-Hone-Task), so every "+
+		"advantage is zero: a step needs sessions of one task whose rewards differ", n)
+}
+
+// countSessions counts the distinct sessions of a batch.
+func countSessions(batch []pulled) int {
+	seen := map[string]bool{}
+	for _, p := range batch {
+		seen[fmt.Sprint(p.src, "/", p.exp.Session)] = true
+	}
+	return len(seen)
 }
 
 // NewAdapterFor creates the adapter opts.LoRA describes on m.

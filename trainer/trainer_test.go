@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/model"
 	"github.com/hone-rl/hone/trainer/checkpoint"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // memStore is an in-memory experience queue with the capture.Store API.
@@ -409,5 +413,76 @@ func TestTrainerNumbersAfterLiveVersion(t *testing.T) {
 	}
 	if m, err := tr.Poll(context.Background()); err != nil || m == nil || m.Version != 8 || fmt.Sprint(pub.versions) != "[8]" {
 		t.Fatalf("step %+v %v, published %v", m, err, pub.versions)
+	}
+}
+
+// TestTrainerSkipReasons: a batch that trains nothing says why in its step
+// record, its log and hone_trainer_skipped_batches_total, and is not
+// counted in hone_trainer_steps_total.
+func TestTrainerSkipReasons(t *testing.T) {
+	for _, c := range []struct {
+		name, reason, why string
+		rewards           []float64
+		mutate            func(*Options)
+		exp               func(i int, e *capture.Experience)
+	}{
+		{"equal rewards within every task", skipNoVariance, "equal within every task", []float64{1, 0, 1, 0}, nil, nil},
+		{"sft below the minimum", skipMinReward, "sft_min_reward", []float64{0, 0, 0, 0},
+			func(o *Options) { o.Loss.Kind, o.SFTMinReward = LossSFT, 0.5 }, nil},
+		{"too long for the context", skipUnfit, "too long", []float64{1, 0, 1, 0}, nil,
+			func(i int, e *capture.Experience) {
+				*e = trajectory("task", e.Session, make([]int32, 200), []int32{5}, e.Reward, 0)
+			}},
+		{"too stale", skipStale, "trainer.staleness", []float64{1, 0, 1, 0}, func(o *Options) { o.Staleness.MaxPolicyLag = 1 },
+			func(i int, e *capture.Experience) {
+				for j := range e.Versions {
+					if e.Mask[j] == 1 {
+						e.Versions[j] = -5
+					}
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := &memStore{}
+			for i, r := range c.rewards {
+				task := fmt.Sprint("task", i%2)
+				if c.reason != skipNoVariance {
+					task = "task"
+				}
+				e := trajectory(task, fmt.Sprint("s", i), []int32{1, 2, 3}, []int32{int32(10 + i), 11}, r, 0)
+				if c.exp != nil {
+					c.exp(i, &e)
+				}
+				store.add(e)
+			}
+			o := testOptions(t.TempDir())
+			if c.mutate != nil {
+				c.mutate(&o)
+			}
+			reg := prometheus.NewRegistry()
+			var log, steps bytes.Buffer
+			tr, err := New(o, Deps{Policy: testPolicy(t, microConfig(), 1), Sources: []Source{StoreSource{store}},
+				Registry: reg, Metrics: &steps, Log: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := tr.Poll(context.Background())
+			if err != nil || m == nil || m.Trained || m.SkipReason != c.reason || !strings.Contains(m.Why, c.why) {
+				t.Fatalf("metrics %+v err %v", m, err)
+			}
+			if !strings.Contains(log.String(), "batch trained nothing") || !strings.Contains(log.String(), c.reason) ||
+				strings.Contains(log.String(), "training step") {
+				t.Fatalf("log: %s", log.String())
+			}
+			if !strings.Contains(steps.String(), `"trained":false`) || !strings.Contains(steps.String(), c.reason) {
+				t.Fatalf("step record: %s", steps.String())
+			}
+			if got := testutil.ToFloat64(tr.sink.skipped.WithLabelValues(c.reason)); got != 1 {
+				t.Fatalf("skipped batches %v", got)
+			}
+			if got := testutil.ToFloat64(tr.sink.steps); got != 0 {
+				t.Fatalf("steps counted %v for a batch that trained nothing", got)
+			}
+		})
 	}
 }

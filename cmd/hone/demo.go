@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
@@ -231,6 +232,10 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 		StepLog: c.Trainer.MetricsLog, Split: split, Rounds: f.rounds, TasksPerRound: f.tasks, Attempts: f.attempts,
 		Temperature: f.temperature, EvalWorkers: 16, StepTimeout: 5 * time.Minute, Log: jl, Seed: f.seed,
 		OnEval: func(phase string, e demo.Eval) {
+			if phase != "before" { // the bar's line ends before the result is printed
+				_ = bar.Finish()
+				fmt.Fprintln(os.Stderr)
+			}
 			fmt.Printf("held-out solve rate %s training: %.1f%% (%d/%d, tool use %.0f%%, %.0fs)\n", phase, 100*e.Rate,
 				e.Solved, e.Total, 100*e.ToolUse, e.Duration)
 		},
@@ -240,9 +245,9 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 		},
 	}
 	rep, err := demo.Run(ctx, o)
-	_ = bar.Finish()
-	fmt.Println()
 	if err != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(os.Stderr)
 		return err
 	}
 	return writeDemoOutputs(f, c, rep)
@@ -265,12 +270,16 @@ func writeDemoOutputs(f demoFlags, c config.Config, rep demo.Report) error {
 	if err := demo.PlotReward(rep, png); err != nil {
 		return err
 	}
+	wrote := []string{png}
 	if steps, err := readStepLog(c.Trainer.MetricsLog); err == nil && len(steps) > 0 {
-		if err := curves.Draw(steps, filepath.Join(f.out, "curves.png")); err != nil {
+		cp := filepath.Join(f.out, "curves.png")
+		if err := curves.Draw(steps, cp); err != nil {
 			return err
 		}
+		wrote = append(wrote, cp)
 	}
-	fmt.Printf("wall time %.0fs; wrote %s, %s, %s\n", rep.Seconds, png, filepath.Join(f.out, "demo.jsonl"), c.Trainer.MetricsLog)
+	wrote = append(wrote, filepath.Join(f.out, "demo.jsonl"), c.Trainer.MetricsLog)
+	fmt.Printf("wall time %.0fs; wrote %s\n", rep.Seconds, strings.Join(wrote, ", "))
 	if rep.After.Rate <= rep.Before.Rate {
 		return errors.New("demo: the held-out solve rate did not improve")
 	}

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -46,6 +47,7 @@ type panel struct {
 	title  string
 	series []series
 	last   bool // title shows the first series' last value
+	all    bool // drawn for every batch; otherwise for the batches that trained
 }
 
 type series struct {
@@ -55,17 +57,22 @@ type series struct {
 
 var panels = []panel{
 	{"reward", []series{{"mean", func(m *trainer.StepMetrics) float64 { return m.RewardMean }},
-		{"std", func(m *trainer.StepMetrics) float64 { return m.RewardStd }}}, false},
+		{"std", func(m *trainer.StepMetrics) float64 { return m.RewardStd }}}, false, true},
 	{"advantage", []series{{"mean", func(m *trainer.StepMetrics) float64 { return m.AdvMean }},
-		{"std", func(m *trainer.StepMetrics) float64 { return m.AdvStd }}}, false},
+		{"std", func(m *trainer.StepMetrics) float64 { return m.AdvStd }}}, false, false},
 	{"loss", []series{{"total", func(m *trainer.StepMetrics) float64 { return m.Loss }},
-		{"policy", func(m *trainer.StepMetrics) float64 { return m.PGLoss }}}, false},
-	{"KL to reference", []series{{"kl", func(m *trainer.StepMetrics) float64 { return m.KL }}}, false},
-	{"clip fraction", []series{{"clip", func(m *trainer.StepMetrics) float64 { return m.ClipFrac }}}, false},
-	{"grad norm", []series{{"norm", func(m *trainer.StepMetrics) float64 { return m.GradNorm }}}, false},
-	{"tokens/s", []series{{"tok/s", func(m *trainer.StepMetrics) float64 { return m.TokensPerSec }}}, false},
-	{"learning rate", []series{{"lr", func(m *trainer.StepMetrics) float64 { return m.LR }}}, true},
+		{"policy", func(m *trainer.StepMetrics) float64 { return m.PGLoss }}}, false, false},
+	{"KL to reference", []series{{"kl", func(m *trainer.StepMetrics) float64 { return m.KL }}}, false, false},
+	{"clip fraction", []series{{"clip", func(m *trainer.StepMetrics) float64 { return m.ClipFrac }}}, false, false},
+	{"grad norm", []series{{"norm", func(m *trainer.StepMetrics) float64 { return m.GradNorm }}}, false, false},
+	{"tokens/s", []series{{"tok/s", func(m *trainer.StepMetrics) float64 { return m.TokensPerSec }}}, false, false},
+	{"learning rate", []series{{"lr", func(m *trainer.StepMetrics) float64 { return m.LR }}}, true, false},
 }
+
+// trained reports whether a step record updated the policy. Logs written
+// before records said so have no "trained" field; their skipped batches
+// trained no sample.
+func trained(m *trainer.StepMetrics) bool { return m.Trained || m.Samples > 0 }
 
 // Draw renders the curves of steps as a grid of charts into a PNG at path.
 func Draw(steps []trainer.StepMetrics, path string) error {
@@ -108,17 +115,35 @@ func Draw(steps []trainer.StepMetrics, path string) error {
 	return f.Close()
 }
 
+// chart draws one panel against the batch number, so the x axis covers the
+// whole run. A batch that trained nothing has no loss, gradient or rate: it
+// is left out of those panels (a gap, not a drop to zero) and marked on the
+// x axis of each with a grey cross. Series are named in the title (solid,
+// then dashed), where no curve runs under them.
 func chart(pn panel, steps []trainer.StepMetrics) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = pn.title
-	if pn.last {
-		p.Title.Text = fmt.Sprintf("%s (last %g)", pn.title, pn.series[0].get(&steps[len(steps)-1]))
+	if len(pn.series) > 1 {
+		p.Title.Text = fmt.Sprintf("%s: %s (solid), %s (dashed)", pn.title, pn.series[0].name, pn.series[1].name)
 	}
-	p.X.Label.Text = "step"
+	if pn.last {
+		for j := len(steps) - 1; j >= 0; j-- {
+			if trained(&steps[j]) {
+				p.Title.Text = fmt.Sprintf("%s (last %g)", pn.title, pn.series[0].get(&steps[j]))
+				break
+			}
+		}
+	}
+	p.X.Label.Text = "batch"
+	p.X.Min, p.X.Max = 1, float64(max(len(steps), 2))
+	var skipped plotter.XYs
 	for i, s := range pn.series {
-		pts := make(plotter.XYs, len(steps))
-		for j := range steps {
-			pts[j].X, pts[j].Y = float64(steps[j].Step), s.get(&steps[j])
+		pts, skip := points(pn, s, steps)
+		if i == 0 {
+			skipped = skip
+		}
+		if len(pts) == 0 {
+			continue
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
@@ -129,13 +154,37 @@ func chart(pn panel, steps []trainer.StepMetrics) (*plot.Plot, error) {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(l)
-		if len(pn.series) > 1 {
-			p.Legend.Add(s.name, l)
+	}
+	if math.IsInf(p.Y.Min, 0) { // nothing trained: the panel holds only the crosses
+		p.Y.Min, p.Y.Max = 0, 1
+	}
+	p.Y.Min, p.Y.Max = yRange(p.Y.Min, p.Y.Max)
+	if len(skipped) > 0 {
+		for k := range skipped {
+			skipped[k].Y = p.Y.Min
+		}
+		sc, err := plotter.NewScatter(skipped)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Shape: draw.CrossGlyph{}, Radius: vg.Points(3), Color: color.Gray{Y: 150}}
+		p.Add(sc)
+		p.X.Label.Text = "batch (x: trained nothing)"
+	}
+	return p, nil
+}
+
+// points are a series' points by batch number, and the batches it leaves
+// out because they trained nothing (none for a panel drawn for all).
+func points(pn panel, s series, steps []trainer.StepMetrics) (pts, skipped plotter.XYs) {
+	for j := range steps {
+		if pn.all || trained(&steps[j]) {
+			pts = append(pts, plotter.XY{X: float64(j + 1), Y: s.get(&steps[j])})
+		} else {
+			skipped = append(skipped, plotter.XY{X: float64(j + 1)})
 		}
 	}
-	p.Legend.Top = true
-	p.Y.Min, p.Y.Max = yRange(p.Y.Min, p.Y.Max)
-	return p, nil
+	return pts, skipped
 }
 
 // yRange widens a flat series' range around its value. gonum pads a

@@ -17,7 +17,7 @@ import (
 func TestReadLogAndDraw(t *testing.T) {
 	var b bytes.Buffer
 	for i := int64(1); i <= 20; i++ {
-		m := trainer.StepMetrics{Step: i, Version: i, RewardMean: float64(i) / 20, Loss: 1 / float64(i), GradNorm: 0.5, TokensPerSec: 1000}
+		m := trainer.StepMetrics{Step: i, Version: i, Trained: true, RewardMean: float64(i) / 20, Loss: 1 / float64(i), GradNorm: 0.5, TokensPerSec: 1000}
 		line, _ := json.Marshal(m)
 		b.Write(append(line, '\n'))
 	}
@@ -76,7 +76,7 @@ func TestLearningRatePanel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var steps []trainer.StepMetrics
 			for s := 1; s <= 20; s++ {
-				steps = append(steps, trainer.StepMetrics{Step: int64(s), LR: tc.lr(s)})
+				steps = append(steps, trainer.StepMetrics{Step: int64(s), Trained: true, LR: tc.lr(s)})
 			}
 			p, err := chart(lrPanel, steps)
 			if err != nil {
@@ -115,5 +115,47 @@ func TestLearningRatePanel(t *testing.T) {
 				t.Errorf("constant lr %g labelled %q on %g..%g", top, labels, lo, hi)
 			}
 		})
+	}
+}
+
+// TestSkippedBatches: a batch that trained nothing is a gap in the loss,
+// gradient and rate panels (not a drop to zero), keeps its reward, counts
+// on the x axis, and never sets the learning rate's "last" value; logs
+// from before records said "trained" read their samples instead.
+func TestSkippedBatches(t *testing.T) {
+	var steps []trainer.StepMetrics
+	for b := 1; b <= 10; b++ {
+		m := trainer.StepMetrics{Step: int64(b), Trained: b%3 != 0, RewardMean: 0.5, Loss: 2, LR: 1e-3, GradNorm: 1}
+		if !m.Trained {
+			m = trainer.StepMetrics{Step: int64(b - 1), RewardMean: 0.5, SkipReason: "no_reward_variance"}
+		}
+		steps = append(steps, m)
+	}
+	byTitle := map[string]panel{}
+	for _, pn := range panels {
+		byTitle[pn.title] = pn
+	}
+	pts, skipped := points(byTitle["loss"], byTitle["loss"].series[0], steps)
+	if len(pts) != 7 || len(skipped) != 3 || skipped[0].X != 3 || pts[len(pts)-1].X != 10 {
+		t.Fatalf("loss points %v, skipped %v", pts, skipped)
+	}
+	for _, p := range pts {
+		if p.Y != 2 {
+			t.Fatalf("a loss point at %v", p)
+		}
+	}
+	if pts, skipped := points(byTitle["reward"], byTitle["reward"].series[0], steps); len(pts) != 10 || len(skipped) != 0 {
+		t.Fatalf("reward points %d, skipped %d", len(pts), len(skipped))
+	}
+	steps[9] = trainer.StepMetrics{Step: 7, RewardMean: 0.5}
+	p, err := chart(byTitle["learning rate"], steps)
+	if err != nil || p.Title.Text != "learning rate (last 0.001)" || p.X.Max != 10 {
+		t.Fatalf("lr panel %q x..%g %v", p.Title.Text, p.X.Max, err)
+	}
+	if !trained(&trainer.StepMetrics{Samples: 3}) || trained(&trainer.StepMetrics{}) {
+		t.Fatal("old records misread")
+	}
+	if err := Draw(steps[2:3], filepath.Join(t.TempDir(), "c.png")); err != nil {
+		t.Fatalf("a log of one skipped batch: %v", err)
 	}
 }
