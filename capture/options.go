@@ -75,6 +75,10 @@ func DefaultOptions() Options {
 	}
 }
 
+// Validate reports the first invalid value, naming its key (zero sizes are
+// defaults, as Open takes them).
+func (o Options) Validate() error { return o.validate() }
+
 // validate fills zero sizes with defaults and rejects bad values.
 func (o *Options) validate() error {
 	d := DefaultOptions()

@@ -40,7 +40,7 @@ func TestTrainerBackend(t *testing.T) {
 		{name: "engine autocast unknown", yaml: "engine_embedded:\n  autocast: yes\n",
 			wantErr: `engine_embedded.autocast: "yes" is not one of auto, on, off`},
 		{name: "trainer autocast unknown", yaml: "trainer:\n  enabled: true\n  autocast: bf16\n",
-			wantErr: `trainer autocast "bf16": want auto, on or off`},
+			wantErr: `trainer.autocast: "bf16", want auto, on or off (set by `},
 		{name: "trainer autocast on", yaml: "trainer:\n  enabled: true\n  autocast: on\n", want: "cpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,8 @@ type Config struct {
 	Capture  capture.Options `yaml:",inline"` // capture:, session:, selection:, reward:, retention:
 	Trainer  trainer.Options `yaml:"trainer"`
 	Runtime  RuntimeOptions  `yaml:"runtime"`
+
+	src sources // where each key was set (file, environment, flag), for errors
 }
 
 // LogOptions configure log/slog.
@@ -65,6 +67,7 @@ func Default() Config {
 // empty) and the HONE_* variables of env.
 func Load(path string, env []string) (Config, error) {
 	c := Default()
+	c.src = sources{}
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -73,6 +76,7 @@ func Load(path string, env []string) (Config, error) {
 		if err := decodeYAML(b, &c); err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
+		c.src.fromYAML(path, b)
 	}
 	if err := applyEnv(&c, env); err != nil {
 		return c, err
@@ -112,14 +116,13 @@ func nameKeys(err error, src []byte) error {
 // unknownField matches yaml.v3's "field x not found in type y".
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
-// friendlyYAMLError rewrites yaml.v3's unknown-field messages into
-// "unknown key x".
-func friendlyYAMLError(err error) error {
-	return errors.New(unknownField.ReplaceAllString(err.Error(), "unknown key $1"))
+// Finish derives the dependent settings and validates everything. An error
+// names the key, its value and what is wanted, and where the key was set.
+func (c *Config) Finish() error {
+	return c.src.explain(c.finish())
 }
 
-// Finish derives the dependent settings and validates everything.
-func (c *Config) Finish() error {
+func (c *Config) finish() error {
 	c.Proxy.Upstream = c.Engine
 	c.Proxy.Continuity = c.Capture.Queue.Continuity
 	if err := checkFinite(reflect.ValueOf(c).Elem(), ""); err != nil {
@@ -137,6 +140,9 @@ func (c *Config) Finish() error {
 		return fmt.Errorf("log.format: %q is not text or json", c.Log.Format)
 	}
 	if err := c.Proxy.Validate(); err != nil {
+		return err
+	}
+	if err := c.Capture.Validate(); err != nil {
 		return err
 	}
 	if err := c.Runtime.validate(); err != nil {
@@ -159,7 +165,7 @@ func (c *Config) Finish() error {
 	}
 	if c.Trainer.Enabled {
 		if err := c.Trainer.Validate(); err != nil {
-			return fmt.Errorf("trainer: %w", err)
+			return fmt.Errorf("trainer.%w", err)
 		}
 	}
 	return nil

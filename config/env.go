@@ -35,14 +35,18 @@ func applyEnv(c *Config, env []string) error {
 			}
 		}
 	}
-	return walk(reflect.ValueOf(c).Elem(), "HONE", func(name string, fv reflect.Value) error {
+	return walk(reflect.ValueOf(c).Elem(), "HONE", "", func(name, path string, fv reflect.Value) error {
 		s, ok := vars[name]
 		if !ok {
 			return nil
 		}
 		if err := setScalar(fv, s); err != nil {
-			return fmt.Errorf("%s=%q: %w", name, s, err)
+			if fv.Type() == durationType {
+				return fmt.Errorf("%s: %s=%q is not a duration: write it with a unit, e.g. %ss, 500ms or 2m", path, name, s, s)
+			}
+			return fmt.Errorf("%s: %s=%q: %w", path, name, s, err)
 		}
+		c.src.set(path, name)
 		return nil
 	})
 }
@@ -82,7 +86,7 @@ var OtherEnv = []string{
 func EnvKeys() []string {
 	c := Default()
 	var names []string
-	_ = walk(reflect.ValueOf(&c).Elem(), "HONE", func(name string, _ reflect.Value) error {
+	_ = walk(reflect.ValueOf(&c).Elem(), "HONE", "", func(name, _ string, _ reflect.Value) error {
 		names = append(names, name)
 		return nil
 	})
@@ -196,9 +200,10 @@ func editDistance(a, b string) int {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// walk calls fn with the HONE_* name and value of every non-struct field
-// under v (structs are walked into; an inline struct adds no name).
-func walk(v reflect.Value, prefix string, fn func(name string, fv reflect.Value) error) error {
+// walk calls fn with the HONE_* name, the YAML path and the value of every
+// non-struct field under v (structs are walked into; an inline struct adds
+// no name).
+func walk(v reflect.Value, prefix, path string, fn func(name, path string, fv reflect.Value) error) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -206,18 +211,18 @@ func walk(v reflect.Value, prefix string, fn func(name string, fv reflect.Value)
 		if tag[0] == "-" || !f.IsExported() {
 			continue
 		}
-		name := prefix
+		name, p := prefix, path
 		if tag[0] != "" {
-			name = prefix + "_" + strings.ToUpper(tag[0])
+			name, p = prefix+"_"+strings.ToUpper(tag[0]), strings.TrimPrefix(path+"."+tag[0], ".")
 		}
 		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct {
-			if err := walk(fv, name, fn); err != nil {
+			if err := walk(fv, name, p, fn); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := fn(name, fv); err != nil {
+		if err := fn(name, p, fv); err != nil {
 			return err
 		}
 	}

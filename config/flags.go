@@ -43,7 +43,11 @@ func NewServeFlags(fs *flag.FlagSet) *ServeFlags {
 
 // Apply overrides c with the flags that were set on the command line.
 func (f *ServeFlags) Apply(c *Config) {
+	if c.src == nil {
+		c.src = sources{}
+	}
 	f.fs.Visit(func(fl *flag.Flag) {
+		c.src.set(flagKeys[fl.Name], "--"+fl.Name)
 		switch fl.Name {
 		case "listen":
 			c.Proxy.Listen = f.listen
@@ -65,6 +69,10 @@ func (f *ServeFlags) Apply(c *Config) {
 		}
 	})
 }
+
+// flagKeys maps each flag to the key it sets.
+var flagKeys = map[string]string{"listen": "proxy.listen", "control-listen": "proxy.control_listen", "data": "data",
+	"model": "model", "engine": "engine.engines", "train": "trainer.enabled", "train-batch": "trainer.batch_sessions"}
 
 func engineURL(u string) proxy.EngineOptions {
 	kind := ""

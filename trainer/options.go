@@ -151,34 +151,41 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate reports the first configuration error.
+// Validate reports the first configuration error, naming the key under
+// trainer: ("batch_sessions: -1, want > 0").
 func (o Options) Validate() error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"batch_sessions", o.BatchSessions}, {"fetch_limit", o.FetchLimit}, {"micro_batch_tokens", o.MicroBatchTokens},
+		{"lora.rank", o.LoRA.Rank}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s: %d, want > 0", f.key, f.v)
+		}
+	}
 	switch {
 	case o.Name == "":
-		return fmt.Errorf("trainer name is empty")
-	case o.BatchSessions <= 0 || o.FetchLimit <= 0 || o.MicroBatchTokens <= 0:
-		return fmt.Errorf("trainer batch_sessions %d, fetch_limit %d, micro_batch_tokens %d: want > 0",
-			o.BatchSessions, o.FetchLimit, o.MicroBatchTokens)
+		return fmt.Errorf("name: empty, want the policy alias agents call")
 	case o.Mode != ModeLoRA && o.Mode != ModeFull:
-		return fmt.Errorf("trainer mode %q: want lora or full", o.Mode)
+		return fmt.Errorf("mode: %q, want lora or full", o.Mode)
 	case o.Mode == ModeFull && o.Loss.KLCoef > 0:
-		return fmt.Errorf("trainer mode full keeps no frozen reference: set loss.kl_coef to 0")
+		return fmt.Errorf("loss.kl_coef: %g, want 0 with mode full (it keeps no frozen reference)", o.Loss.KLCoef)
 	case o.KeepVersions < 0 || (o.Mode == ModeFull && o.KeepVersions == 1):
-		return fmt.Errorf("trainer keep_versions %d: want 0 (all) or >= 1 (>= 2 in full mode)", o.KeepVersions)
-	case o.LoRA.Rank <= 0 || o.LoRA.Alpha <= 0:
-		return fmt.Errorf("trainer lora rank %d alpha %v: want > 0", o.LoRA.Rank, o.LoRA.Alpha)
+		return fmt.Errorf("keep_versions: %d, want 0 (all) or >= 1 (>= 2 in full mode)", o.KeepVersions)
+	case o.LoRA.Alpha <= 0:
+		return fmt.Errorf("lora.alpha: %v, want > 0", o.LoRA.Alpha)
 	case o.AdamW.Beta1 < 0 || o.AdamW.Beta1 >= 1 || o.AdamW.Beta2 < 0 || o.AdamW.Beta2 >= 1 || o.AdamW.Eps <= 0:
-		return fmt.Errorf("trainer adamw %+v: want betas in [0,1) and eps > 0", o.AdamW)
+		return fmt.Errorf("adamw: %+v, want betas in [0,1) and eps > 0", o.AdamW)
 	case o.WeightDType != "auto" && o.WeightDType != "float32" && o.WeightDType != "bfloat16":
-		return fmt.Errorf("trainer weight_dtype %q: want auto, float32 or bfloat16", o.WeightDType)
+		return fmt.Errorf("weight_dtype: %q, want auto, float32 or bfloat16", o.WeightDType)
 	case o.WeightDType == "bfloat16" && o.Mode == ModeFull:
-		return fmt.Errorf("trainer weight_dtype bfloat16: full mode updates the base weights, which stay float32")
+		return fmt.Errorf("weight_dtype: bfloat16, want float32 or auto with mode full (it updates the base weights)")
 	case o.Autocast != "auto" && o.Autocast != "on" && o.Autocast != "off":
-		return fmt.Errorf("trainer autocast %q: want auto, on or off", o.Autocast)
+		return fmt.Errorf("autocast: %q, want auto, on or off", o.Autocast)
 	case o.EngineGPUShare < 0 || o.EngineGPUShare >= 1:
-		return fmt.Errorf("trainer engine_gpu_share %g: want [0, 1)", o.EngineGPUShare)
+		return fmt.Errorf("engine_gpu_share: %g, want [0, 1)", o.EngineGPUShare)
 	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":
-		return fmt.Errorf("trainer activation_checkpointing %q: want auto, on or off", o.ActivationCheckpointing)
+		return fmt.Errorf("activation_checkpointing: %q, want auto, on or off", o.ActivationCheckpointing)
 	}
 	if err := o.ValidateBackend(); err != nil {
 		return err
