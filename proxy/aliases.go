@@ -156,6 +156,24 @@ func (a *Aliases) History(alias string) []Policy {
 	return append([]Policy(nil), a.history[alias]...)
 }
 
+// trainedTarget reports whether name is the engine-side name of a trained
+// version (an adapter such as agent-v3) rather than a name agents call.
+func (a *Aliases) trainedTarget(name string) bool {
+	if _, ok := a.Lookup(name); ok {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range a.history {
+		for _, p := range h {
+			if p.Version > 0 && p.Target == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // InFlight is the number of calls currently served by alias at version.
 func (a *Aliases) InFlight(alias string, version int64) int {
 	if c, ok := a.inflight.Load(policyKey{alias, version}); ok {

@@ -15,7 +15,9 @@ import (
 )
 
 // handleModels answers GET /v1/models with the models of every healthy
-// engine (deduplicated by id) plus hone's policy aliases.
+// engine (deduplicated by id) plus hone's policy aliases. The adapters of
+// trained versions are hone's internals: agents call the alias, so they are
+// not listed.
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 	seen := map[string]bool{}
 	var data []json.RawMessage
@@ -30,7 +32,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 		}
 		gjson.GetBytes(body, "data").ForEach(func(_, m gjson.Result) bool {
 			id := m.Get("id").String()
-			if !seen[id] {
+			if !seen[id] && !s.aliases.trainedTarget(id) {
 				seen[id] = true
 				data = append(data, s.annotateModel(id, m.Raw))
 				maxLen[id] = m.Get("max_model_len").Int()

@@ -124,7 +124,10 @@ func TestControlPlane(t *testing.T) {
 	if st != 200 || !strings.Contains(m, "hone_requests_total") {
 		t.Errorf("metrics %d", st)
 	}
-	// /v1/models lists the engines' models and the alias
+	// /v1/models lists the engines' models and the alias, not the adapter
+	// of a trained version (the engine lists it; agents call the alias)
+	stub.setModels(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model","parent":null},` +
+		`{"id":"agent-v1","object":"model","parent":"Qwen/Qwen3-0.6B"}]}`)
 	resp, err := http.Get(h.url + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +135,7 @@ func TestControlPlane(t *testing.T) {
 	mb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	ids := gjson.GetBytes(mb, "data.#.id").String()
-	if !strings.Contains(ids, "Qwen/Qwen3-0.6B") || !strings.Contains(ids, `"agent"`) {
+	if !strings.Contains(ids, "Qwen/Qwen3-0.6B") || !strings.Contains(ids, `"agent"`) || strings.Contains(ids, "agent-v1") {
 		t.Errorf("models %s", mb)
 	}
 }

@@ -225,7 +225,11 @@ func tracesShow(ctx context.Context, s *capture.Store, id string, out io.Writer)
 		if r.Call != "" {
 			target = "call " + r.Call
 		}
-		fmt.Fprintf(out, "  %+.4g from %s on %s %s\n", r.Value, r.Source, target, r.Comment)
+		line := fmt.Sprintf("  %+.4g from %s on %s", r.Value, r.Source, target)
+		if r.Comment != "" {
+			line += ": " + r.Comment
+		}
+		fmt.Fprintln(out, line)
 	}
 	seen := 0
 	for _, c := range calls {
