@@ -14,8 +14,11 @@ all: build
 
 # With cgo (the default) hone reaches NVML through go-nvml, which loads the
 # driver's libnvidia-ml at run time; the binary links glibc dynamically.
+# -v names each package as it compiles: the first build (about two minutes
+# on two cores) shows its progress; a cached build prints nothing.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hone
+	@echo "building $(BIN) (the first build compiles every dependency: about 2 minutes on 2 cores)"
+	$(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hone
 
 # One fully static binary (CGO_ENABLED=0): everything but NVML, which then
 # reports "no GPU".
