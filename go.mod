@@ -24,6 +24,7 @@ require (
 	github.com/valyala/fasthttp v1.70.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/text v0.42.0
+	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
 )
