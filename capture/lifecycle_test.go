@@ -518,3 +518,44 @@ func TestQueueBytesBound(t *testing.T) {
 		t.Fatalf("%d bytes still counted as queued", q)
 	}
 }
+
+// OnReady hooks see each session once, when it first becomes ready, with
+// its reward and the versions that generated it; meta records survive a
+// restart.
+func TestReadyHooksAndMeta(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, testOptions())
+	got := make(chan ReadySession, 4)
+	s.OnReady(func(rs ReadySession) { got <- rs })
+	v := newVocab()
+	turn(t, s, v, "h1", "", 0, nil, false, true)
+	turn(t, s, v, "h1", "", 1, ptr(0.75), true, true)
+	select {
+	case rs := <-got:
+		if rs.ID != "h1" || rs.Reward != 0.75 || rs.Model != "qwen" || fmt.Sprint(rs.Versions) != "[1 2]" {
+			t.Fatalf("ready session %+v", rs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hook call")
+	}
+	if _, err := s.Feedback(context.Background(), FeedbackReq{Session: "h1", Reward: ptr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rs := <-got:
+		t.Fatalf("a rebuild called the hook again: %+v", rs)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := s.PutMeta("rollout/agent", []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, testOptions())
+	defer s.Close()
+	m, err := s.MetaPrefix("rollout/")
+	if err != nil || string(m["rollout/agent"]) != `{"a":1}` || len(m) != 1 {
+		t.Fatalf("meta after restart %q %v", m, err)
+	}
+}

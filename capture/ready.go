@@ -100,6 +100,9 @@ func (t *tx) tryReady(rec *Session) error {
 	}
 	n := len(exps)
 	t.after = append(t.after, func() { t.s.m.experiences.Add(float64(n)) })
+	if len(old) == 0 {
+		t.notifyReady(rec, exps)
+	}
 	return t.setState(rec, StateReady)
 }
 

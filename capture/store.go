@@ -62,6 +62,10 @@ type Store struct {
 	maxQueued int64
 	encoded   chan []item // batches of q after encoding, to the writer
 
+	hookMu     sync.Mutex
+	readyHooks []func(ReadySession) // OnReady
+	readyCh    chan ReadySession    // to the hooks' goroutine; nil without hooks
+
 	w       *writerState // owned by the writer goroutine
 	done    chan struct{}
 	stopJan chan struct{}
@@ -164,6 +168,11 @@ func (s *Store) Close() error {
 	close(s.q)
 	s.mu.Unlock()
 	<-s.done
+	s.hookMu.Lock()
+	if s.readyCh != nil {
+		close(s.readyCh) // the hooks finish what is queued
+	}
+	s.hookMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close capture store: %w", err)
 	}

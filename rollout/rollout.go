@@ -82,9 +82,14 @@ type Manager struct {
 	now   func() time.Time
 
 	mu     sync.Mutex
+	dirty  map[string]bool                     // aliases whose evidence changed since they were saved
 	cur    map[string]*Rollout                 // by alias: running, or the last one decided
 	seen   map[string]*lru.Cache[string, bool] // by alias: sessions routed in this rollout → served by the candidate
 	decide []func(Rollout)
+	seq    uint64 // snapshots taken
+
+	wmu     sync.Mutex        // serialises writes to the store
+	written map[string]uint64 // the newest snapshot written per key
 }
 
 // New returns a manager resuming the rollouts saved in store (nil: none
@@ -97,7 +102,8 @@ func New(opts Options, store Store, log *slog.Logger) (*Manager, error) {
 		log = slog.Default()
 	}
 	m := &Manager{opts: opts, store: store, log: log.With("component", "rollout"), now: time.Now,
-		cur: map[string]*Rollout{}, seen: map[string]*lru.Cache[string, bool]{}}
+		cur: map[string]*Rollout{}, seen: map[string]*lru.Cache[string, bool]{}, dirty: map[string]bool{},
+		written: map[string]uint64{}}
 	if store == nil {
 		return m, nil
 	}
@@ -134,13 +140,14 @@ func (m *Manager) OnDecision(fn func(Rollout)) {
 // starts over at the first step).
 func (m *Manager) Begin(alias string, inc, cand Version) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	r := &Rollout{Alias: alias, Incumbent: inc, Candidate: cand, Share: m.opts.Steps[0], Started: m.now(),
 		NextLook: m.opts.MinSessions}
 	m.cur[alias] = r
 	m.seen[alias], _ = lru.New[string, bool](maxSeen)
 	m.log.Info("rollout begins", "alias", alias, "incumbent", inc.Version, "candidate", cand.Version, "share", r.Share)
-	return m.save(r)
+	snap := m.snap(r)
+	m.mu.Unlock()
+	return m.write(snap)
 }
 
 // Running returns alias's running rollout.
@@ -228,11 +235,17 @@ func (m *Manager) ObserveSession(alias string, reward float64, versions []int64)
 		return
 	}
 	r.Arms[arm].add(reward)
+	step := r.Step
 	decided := m.evaluate(r)
-	err := m.save(r)
+	var snap []snapshot
+	if decided || r.Step != step { // decisions and steps are saved at once, evidence by Tick
+		snap = m.snap(r)
+	} else {
+		m.dirty[alias] = true
+	}
 	fns := m.decide
 	m.mu.Unlock()
-	if err != nil {
+	if err := m.write(snap); err != nil {
 		m.log.Error("save rollout", "alias", alias, "err", err)
 	}
 	if decided {
@@ -324,23 +337,32 @@ func (m *Manager) notify(fns []func(Rollout), r *Rollout) {
 	}
 }
 
-// Tick rolls back the rollouts running longer than max_wait; hone serve
-// calls it every few seconds.
+// Tick saves the evidence gathered since the last save and rolls back the
+// rollouts running longer than max_wait; hone serve calls it every few
+// seconds (a crash loses at most that much evidence, never a decision).
 func (m *Manager) Tick() {
 	m.mu.Lock()
 	var done []*Rollout
+	var snap []snapshot
+	for alias := range m.dirty {
+		if r := m.cur[alias]; r != nil {
+			snap = append(snap, m.snap(r)...)
+		}
+		delete(m.dirty, alias)
+	}
 	for _, r := range m.cur {
 		if r.Decision == Running && !r.Pinned && m.now().Sub(r.Started) > m.opts.MaxWait {
 			m.finish(r, RolledBack, fmt.Sprintf("undecided after max_wait %s (%d and %d sessions)", m.opts.MaxWait,
 				r.Arms[Candidate].N, r.Arms[Incumbent].N))
-			if err := m.save(r); err != nil {
-				m.log.Error("save rollout", "alias", r.Alias, "err", err)
-			}
+			snap = append(snap, m.snap(r)...)
 			done = append(done, r)
 		}
 	}
 	fns := m.decide
 	m.mu.Unlock()
+	if err := m.write(snap); err != nil {
+		m.log.Error("save rollouts", "err", err)
+	}
 	for _, r := range done {
 		m.notify(fns, r)
 	}
@@ -381,11 +403,11 @@ func (m *Manager) Set(alias, action string, share float64) (Rollout, error) {
 		m.mu.Unlock()
 		return Rollout{}, fmt.Errorf("action %q: want promote, rollback, pin or unpin", action)
 	}
-	err := m.save(r)
+	snap := m.snap(r)
 	fns := m.decide
 	c := copyRollout(r)
 	m.mu.Unlock()
-	if err != nil {
+	if err := m.write(snap); err != nil {
 		return c, fmt.Errorf("save rollout: %w", err)
 	}
 	if decided {
@@ -394,15 +416,42 @@ func (m *Manager) Set(alias, action string, share float64) (Rollout, error) {
 	return c, nil
 }
 
-func (m *Manager) save(r *Rollout) error {
+// snapshot is a rollout's saved form, taken under the lock and written
+// outside it: Route, on every call's path, never waits for the disk.
+type snapshot struct {
+	key string
+	seq uint64 // a newer snapshot of the same key is never overwritten by an older one
+	b   []byte
+}
+
+func (m *Manager) snap(r *Rollout) []snapshot {
 	if m.store == nil {
 		return nil
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return err
+		m.log.Error("encode rollout", "alias", r.Alias, "err", err)
+		return nil
 	}
-	return m.store.PutMeta(metaPrefix+r.Alias, b)
+	m.seq++
+	return []snapshot{{metaPrefix + r.Alias, m.seq, b}}
+}
+
+func (m *Manager) write(snaps []snapshot) error {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	var errs []error
+	for _, s := range snaps {
+		if s.seq < m.written[s.key] {
+			continue
+		}
+		if err := m.store.PutMeta(s.key, s.b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.written[s.key] = s.seq
+	}
+	return errors.Join(errs...)
 }
 
 func copyRollout(r *Rollout) Rollout {
