@@ -182,6 +182,24 @@ func (a *Aliases) InFlight(alias string, version int64) int {
 	return 0
 }
 
+// hold counts a call against alias at version (a rollout's candidate,
+// which the table does not point at) and returns its release.
+func (a *Aliases) hold(alias string, version int64) func() {
+	k := policyKey{alias, version}
+	for {
+		c, ok := a.inflight.Load(k)
+		if !ok {
+			c, _ = a.inflight.LoadOrStore(k, new(atomic.Int64))
+		}
+		n := c.(*atomic.Int64)
+		n.Add(1)
+		if cur, ok := a.inflight.Load(k); ok && cur == c { // not dropped by forgetIdle in between
+			return func() { n.Add(-1) }
+		}
+		n.Add(-1)
+	}
+}
+
 // acquire resolves model to its live policy and counts a call against it;
 // the returned func releases it. The count is taken before the policy is
 // read again and kept only if the policy is still live, so a publisher that

@@ -102,6 +102,7 @@ func (c *call) done() {
 	if c.release != nil {
 		c.release()
 	}
+	s.observeRollout(c)
 	if c.eng != nil {
 		c.eng.outstanding.Add(-1)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/rollout"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/bytebufferpool"
@@ -35,6 +36,8 @@ type Server struct {
 	mounted map[string]fasthttp.RequestHandler
 	dropUp  []string        // request headers never forwarded upstream, any spelling
 	forward map[string]bool // proxy.inference_routes
+
+	rollouts *rollout.Manager // guarded rollouts (nil: a new version serves everyone)
 
 	responses  *conversations // Responses API conversations, for previous_response_id
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
@@ -278,6 +281,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.failEarly(ctx, errSessionOwned(s.opts.Headers.Session))
 		return
 	}
+	s.routeRollout(c, c.verdict.Session)
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,9 @@ type Trainer struct {
 	version int64
 	step    int64
 	started bool // cursors moved to the sources' watermarks
+
+	initial *checkpoint.Version // the policy before any step (version 0), for a revert to the base
+	revert  atomic.Int64        // a version to go back to before the next step, +1 (0: none)
 }
 
 // New checks opts and prepares a trainer; with opts.Resume it restores the
@@ -103,7 +107,44 @@ func New(opts Options, d Deps) (*Trainer, error) {
 			return nil, err
 		}
 	}
+	if t.version == 0 && d.Policy.Adapter != nil {
+		tensors, m, v := d.Policy.snapshot()
+		t.initial = &checkpoint.Version{Tensors: tensors, M: m, V: v}
+	}
 	return t, nil
+}
+
+// Revert makes the trainer continue from version's weights (and optimizer
+// moments) before its next step: a guarded rollout rolled back the versions
+// trained after it. Version numbers keep moving forward; the experiences
+// already read stay (their behaviour logprobs correct for the version that
+// produced them). Safe to call from any goroutine.
+func (t *Trainer) Revert(version int64) { t.revert.Store(version + 1) }
+
+// applyRevert restores the version a Revert asked for.
+func (t *Trainer) applyRevert() error {
+	to := t.revert.Swap(0) - 1
+	if to < 0 {
+		return nil
+	}
+	ck := t.initial
+	if to > 0 {
+		c, err := t.ckpt.Read(to)
+		if err != nil {
+			return fmt.Errorf("revert to v%d: %w", to, err)
+		}
+		ck = &c
+	}
+	if ck == nil {
+		return fmt.Errorf("revert to v%d: the trainer did not start from the base and has no checkpoint of it", to)
+	}
+	steps := t.d.Policy.steps
+	if err := t.d.Policy.restore(*ck); err != nil {
+		return fmt.Errorf("revert to v%d: %w", to, err)
+	}
+	t.d.Policy.steps = max(steps, t.d.Policy.steps) // the optimizer's bias correction keeps counting
+	t.d.Log.Warn("trainer reverted after a rollback", "to_version", to, "next_version", t.version+1)
+	return nil
 }
 
 func joinPath(dir, name string) string {
@@ -197,6 +238,9 @@ func (t *Trainer) Run(ctx context.Context) error {
 // Poll fetches new experiences and runs one step if a batch is ready. It
 // returns the step's metrics, or nil when no step ran.
 func (t *Trainer) Poll(ctx context.Context) (*StepMetrics, error) {
+	if err := t.applyRevert(); err != nil {
+		return nil, err
+	}
 	if err := t.fetch(ctx); err != nil {
 		return nil, err
 	}

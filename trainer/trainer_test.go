@@ -486,3 +486,54 @@ func TestTrainerSkipReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestTrainerRevert: after a rollback the trainer continues from the
+// incumbent's weights (a checkpoint, or the base for version 0), and
+// numbers the next version after the newest.
+func TestTrainerRevert(t *testing.T) {
+	store := &memStore{}
+	add := func(round int) {
+		for i, r := range []float64{1, 0, 1, 0} {
+			store.add(trajectory("task", fmt.Sprint("r", round, "s", i), []int32{1, 2, 3}, []int32{int32(10 + i), 11}, r, 0))
+		}
+	}
+	dir := t.TempDir()
+	tr, err := New(testOptions(dir), Deps{Policy: testPolicy(t, microConfig(), 1), Sources: []Source{StoreSource{store}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 2; round++ {
+		add(round)
+		if m, err := tr.Poll(context.Background()); err != nil || m == nil || m.Version != int64(round) {
+			t.Fatalf("round %d: %+v %v", round, m, err)
+		}
+	}
+	same := func(want map[string]model.HostTensor) bool {
+		got, _, _ := tr.d.Policy.snapshot()
+		for n, w := range want {
+			if !slices.Equal(got[n].Data, w.Data) {
+				return false
+			}
+		}
+		return len(want) > 0
+	}
+	v1, err := tr.ckpt.Read(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same(v1.Tensors) {
+		t.Fatal("v2 equals v1: the test would prove nothing")
+	}
+	tr.Revert(1)
+	if err := tr.applyRevert(); err != nil || !same(v1.Tensors) {
+		t.Fatalf("revert to v1: %v", err)
+	}
+	tr.Revert(0)
+	if err := tr.applyRevert(); err != nil || !same(tr.initial.Tensors) {
+		t.Fatalf("revert to the base: %v", err)
+	}
+	add(3)
+	if m, err := tr.Poll(context.Background()); err != nil || m == nil || m.Version != 3 {
+		t.Fatalf("step after the revert: %+v %v", m, err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/hone-rl/hone/rollout"
 )
 
 // Aliases is the proxy's policy alias table, as the publisher needs it.
@@ -19,6 +21,14 @@ type Aliases interface {
 	Swap(alias, target string, version int64)
 	// InFlight counts the calls of alias still running on version.
 	InFlight(alias string, version int64) int
+}
+
+// Rollouts runs guarded rollouts (*rollout.Manager): with it a published
+// version becomes a candidate serving a share of sessions, and the alias
+// moves only when the rollout promotes it (Decided).
+type Rollouts interface {
+	Begin(alias string, inc, cand rollout.Version) error
+	Running(alias string) (rollout.Rollout, bool)
 }
 
 // Published records one version the publisher made live.
@@ -34,6 +44,9 @@ type Published struct {
 type Publisher struct {
 	Engines []Engine
 	Aliases Aliases
+	// Rollouts, when set, makes each published adapter a candidate of a
+	// guarded rollout instead of swapping it in for everyone.
+	Rollouts Rollouts
 	HTTP    *http.Client // nil: a client with a 60 s timeout
 	// DrainTimeout bounds the wait for the old version's calls to finish
 	// before it is unloaded anyway (0: 2 minutes).
@@ -97,6 +110,10 @@ func (p *Publisher) PublishAdapter(ctx context.Context, alias string, version in
 		}
 	}
 	prev, prevVersion, hadPrev := p.Aliases.Get(alias)
+	if p.Rollouts != nil && hadPrev {
+		return p.beginRollout(alias, rollout.Version{Version: prevVersion, Target: prev},
+			rollout.Version{Version: version, Target: name}, dir, cs)
+	}
 	p.Aliases.Swap(alias, name, version)
 	if target, v, _ := p.Aliases.Get(alias); target != name || v != version {
 		p.rollback(cs, name)
@@ -108,6 +125,40 @@ func (p *Publisher) PublishAdapter(ctx context.Context, alias string, version in
 		go p.retireAdapter(alias, prev, prevVersion)
 	}
 	return nil
+}
+
+// beginRollout makes the loaded adapter cand the candidate of alias's
+// rollout against the live inc. A candidate still in rollout is replaced:
+// it is unloaded once its sessions' calls have drained.
+func (p *Publisher) beginRollout(alias string, inc, cand rollout.Version, dir string, cs []client) error {
+	old, running := p.Rollouts.Running(alias)
+	if err := p.Rollouts.Begin(alias, inc, cand); err != nil {
+		p.rollback(cs, cand.Target)
+		return fmt.Errorf("publish %s v%d: begin rollout (rolled back): %w", alias, cand.Version, err)
+	}
+	p.record(Published{Alias: alias, Version: cand.Version, Target: cand.Target, Path: dir, At: time.Now()}, cand.Target)
+	if running && p.ownsAdapter(old.Candidate.Target) {
+		p.retire.Add(1)
+		go p.retireAdapter(alias, old.Candidate.Target, old.Candidate.Version)
+	}
+	p.log().Info("published as a rollout candidate", "alias", alias, "version", cand.Version, "incumbent", inc.Version)
+	return nil
+}
+
+// Decided applies a rollout's decision (register it with the manager's
+// OnDecision): a promotion swaps the alias to the candidate and unloads
+// the incumbent once drained, a rollback unloads the candidate once
+// drained.
+func (p *Publisher) Decided(r rollout.Rollout) {
+	retire := r.Candidate
+	if r.Decision == rollout.Promoted {
+		p.Aliases.Swap(r.Alias, r.Candidate.Target, r.Candidate.Version)
+		retire = r.Incumbent
+	}
+	if p.ownsAdapter(retire.Target) {
+		p.retire.Add(1)
+		go p.retireAdapter(r.Alias, retire.Target, retire.Version)
+	}
 }
 
 // rollback unloads name from the engines it may have reached. It uses its

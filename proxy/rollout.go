@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/rollout"
+)
+
+// Guarded rollouts on the data plane: while an alias has a candidate
+// version in rollout, the rollout manager says per session which version
+// serves it (sticky), and every call's outcome feeds its error guard. The
+// alias table keeps pointing at the incumbent until a promotion swaps it.
+
+// SetRollouts routes aliases through m's rollouts. Call it before Serve.
+func (s *Server) SetRollouts(m *rollout.Manager) { s.rollouts = m }
+
+// Rollouts returns the manager set by SetRollouts (nil: none).
+func (s *Server) Rollouts() *rollout.Manager { return s.rollouts }
+
+// routeRollout moves c to the version its session is served by under its
+// alias's running rollout. The call is counted against that version before
+// the route is checked again, so a rollback that unloads the candidate
+// once nothing is in flight either sees this call or this call stays on
+// the incumbent: an adapter is never unloaded under a call about to use it.
+func (s *Server) routeRollout(c *call, session string) {
+	if s.rollouts == nil || !c.isAlias || session == "" {
+		return
+	}
+	alias := c.policy.Alias
+	for {
+		v, ok := s.rollouts.Route(alias, session)
+		if !ok || v.Version == c.policy.Version {
+			return // the live version serves it, already held
+		}
+		release := s.aliases.hold(alias, v.Version)
+		if now, ok := s.rollouts.Route(alias, session); ok && now == v {
+			c.release()
+			c.policy, c.target, c.release = Policy{Alias: alias, Target: v.Target, Version: v.Version}, v.Target, release
+			return
+		}
+		release()
+	}
+}
+
+// observeRollout feeds a finished call to its alias's rollout guard.
+func (s *Server) observeRollout(c *call) {
+	if s.rollouts == nil || !c.isAlias || c.eng == nil || c.status == capture.StatusClientDisconnected {
+		return
+	}
+	failed := c.status != capture.StatusOK && (c.status != capture.StatusUpstreamError || c.httpStatus >= 500)
+	s.rollouts.ObserveCall(c.policy.Alias, c.policy.Version, failed)
+}
