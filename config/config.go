@@ -18,6 +18,7 @@ import (
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/engine"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"gopkg.in/yaml.v3"
 )
@@ -37,6 +38,7 @@ type Config struct {
 	Embedded engine.Options  `yaml:"engine_embedded"`
 	Capture  capture.Options `yaml:",inline"` // capture:, session:, selection:, reward:, retention:
 	Trainer  trainer.Options `yaml:"trainer"`
+	Rollout  rollout.Options `yaml:"rollout"`
 	Runtime  RuntimeOptions  `yaml:"runtime"`
 
 	src sources // where each key was set (file, environment, flag), for errors
@@ -60,6 +62,7 @@ func Default() Config {
 		Capture:  capture.DefaultOptions(),
 		Runtime:  DefaultRuntime(),
 		Trainer:  trainer.DefaultOptions(),
+		Rollout:  rollout.DefaultOptions(),
 	}
 }
 
@@ -143,6 +146,9 @@ func (c *Config) finish() error {
 		return err
 	}
 	if err := c.Capture.Validate(); err != nil {
+		return err
+	}
+	if err := c.Rollout.Validate(); err != nil {
 		return err
 	}
 	if err := c.Runtime.validate(); err != nil {

@@ -3,12 +3,15 @@ package proxy
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hone-rl/hone/rollout"
 )
 
 // ControlRoutes mounts more control-plane routes (capture, trainer) on the
@@ -33,6 +36,7 @@ func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...Contro
 		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 		r.Get("/admin/policies", s.listPolicies)
 		r.Put("/admin/policies", s.swapPolicy)
+		r.Post("/admin/rollouts/{alias}", s.setRollout)
 		for _, m := range mounts {
 			m(r)
 		}
@@ -71,6 +75,8 @@ type policyView struct {
 	versionView
 	Names   []string      `json:"names"`   // the model names agents send that route to this policy
 	History []versionView `json:"history"` // the versions the alias has pointed at, oldest first
+	// Rollout is the alias's running or last decided guarded rollout.
+	Rollout *rollout.Rollout `json:"rollout,omitempty"`
 }
 
 func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
@@ -79,6 +85,14 @@ func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
 		v := policyView{versionView: versionView{p, s.aliases.InFlight(p.Alias, p.Version)}, Names: s.aliases.Names(p.Alias)}
 		for _, h := range s.aliases.History(p.Alias) {
 			v.History = append(v.History, versionView{h, s.aliases.InFlight(h.Alias, h.Version)})
+		}
+		if s.rollouts != nil {
+			for _, r := range s.rollouts.List() {
+				if r.Alias == p.Alias {
+					r.Held = nil // sessions, not for display
+					v.Rollout = &r
+				}
+			}
 		}
 		out = append(out, v)
 	}
@@ -106,6 +120,58 @@ func (s *Server) swapPolicy(w http.ResponseWriter, r *http.Request) {
 	s.aliases.Swap(p.Alias, p.Target, p.Version)
 	s.log.Info("policy swapped", "alias", p.Alias, "target", p.Target, "version", p.Version, "names", s.aliases.Names(p.Alias))
 	writeJSON(w, http.StatusOK, p.Policy)
+}
+
+// setRollout applies an operator's action to an alias's rollout:
+// {"action": "promote" | "rollback" | "pin" | "unpin", "share": 0.5}, or
+// {"action": "begin", "target": "agent-v3", "version": 3} to make a version
+// already loaded on the engines the candidate (a remote trainer's publish).
+func (s *Server) setRollout(w http.ResponseWriter, r *http.Request) {
+	if s.rollouts == nil {
+		httpError(w, http.StatusNotFound, "guarded rollouts are off (rollout.enabled)")
+		return
+	}
+	var req struct {
+		Action  string  `json:"action"`
+		Share   float64 `json:"share"`
+		Target  string  `json:"target"`
+		Version int64   `json:"version"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, "bad rollout action: "+err.Error())
+		return
+	}
+	alias := chi.URLParam(r, "alias")
+	if req.Action == "begin" {
+		target, version, ok := s.aliases.Get(alias)
+		if !ok || req.Target == "" || req.Version <= version {
+			httpError(w, http.StatusBadRequest, "begin needs a known alias and a target with a version above the live one")
+			return
+		}
+		if err := s.rollouts.Begin(alias, rollout.Version{Version: version, Target: target},
+			rollout.Version{Version: req.Version, Target: req.Target}); err != nil {
+			httpError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		ro, _ := s.rollouts.Running(alias)
+		ro.Held = nil
+		writeJSON(w, http.StatusOK, ro)
+		return
+	}
+	ro, err := s.rollouts.Set(alias, req.Action, req.Share)
+	switch {
+	case errors.Is(err, rollout.ErrNoRollout):
+		httpError(w, http.StatusNotFound, err.Error())
+		return
+	case err != nil:
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ro.Held = nil
+	s.log.Info("rollout set by hand", "alias", alias, "action", req.Action, "decision", ro.Decision)
+	writeJSON(w, http.StatusOK, ro)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

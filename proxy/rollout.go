@@ -10,8 +10,16 @@ import (
 // serves it (sticky), and every call's outcome feeds its error guard. The
 // alias table keeps pointing at the incumbent until a promotion swaps it.
 
-// SetRollouts routes aliases through m's rollouts. Call it before Serve.
-func (s *Server) SetRollouts(m *rollout.Manager) { s.rollouts = m }
+// SetRollouts routes aliases through m's rollouts, and swaps an alias to
+// its candidate when a rollout promotes it. Call it before Serve.
+func (s *Server) SetRollouts(m *rollout.Manager) {
+	s.rollouts = m
+	m.OnDecision(func(r rollout.Rollout) {
+		if r.Decision == rollout.Promoted {
+			s.aliases.Swap(r.Alias, r.Candidate.Target, r.Candidate.Version)
+		}
+	})
+}
 
 // Rollouts returns the manager set by SetRollouts (nil: none).
 func (s *Server) Rollouts() *rollout.Manager { return s.rollouts }

@@ -82,9 +82,16 @@ func runServe(ctx context.Context, args []string) error {
 		srv.Mount(p, feedback)
 	}
 	mounts := []proxy.ControlRoutes{store.Routes}
+	rm, err := startRollouts(ctx, &c, store, srv, reg, log)
+	if err != nil {
+		return err
+	}
 	tr, err := startTrainer(ctx, &c, store, srv, reg, log)
 	if err != nil {
 		return err
+	}
+	if tr != nil && rm != nil {
+		tr.useRollouts(rm)
 	}
 	if tr != nil {
 		defer tr.stop()

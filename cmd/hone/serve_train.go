@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/gpu"
 	"github.com/hone-rl/hone/trainer/publish"
@@ -39,6 +41,57 @@ func (t *inProcessTrainer) stop() {
 	if t.log != nil {
 		_ = t.log.Close()
 	}
+}
+
+// useRollouts makes each published version a rollout candidate: the
+// publisher applies the decisions, and the trainer goes back to the
+// incumbent's weights after a rollback.
+func (t *inProcessTrainer) useRollouts(m *rollout.Manager) {
+	t.pub.Rollouts = m
+	m.OnDecision(t.pub.Decided)
+	m.OnDecision(func(r rollout.Rollout) {
+		if r.Decision == rollout.RolledBack {
+			t.t.Revert(r.Incumbent.Version)
+		}
+	})
+}
+
+// startRollouts starts the guarded rollouts when rollout.enabled is set:
+// the state in the trace store, routing on the data plane, each session
+// that becomes ready counted for the version that served it, max_wait and
+// saving on a ticker.
+func startRollouts(ctx context.Context, c *config.Config, store *capture.Store, srv *proxy.Server,
+	reg prometheus.Registerer, log *slog.Logger) (*rollout.Manager, error) {
+	if !c.Rollout.Enabled {
+		return nil, nil
+	}
+	m, err := rollout.New(c.Rollout, store, log)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	if err := reg.Register(rollout.NewCollector(m)); err != nil {
+		return nil, fmt.Errorf("rollout metrics: %w", err)
+	}
+	srv.SetRollouts(m)
+	store.OnReady(func(rs capture.ReadySession) {
+		if p, ok := srv.Aliases().Lookup(rs.Model); ok {
+			m.ObserveSession(p.Alias, rs.Reward, rs.Versions)
+		}
+	})
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				m.Tick() // save the last evidence
+				return
+			case <-t.C:
+				m.Tick()
+			}
+		}
+	}()
+	return m, nil
 }
 
 // startTrainer starts the in-process trainer when trainer.enabled is set:

@@ -145,14 +145,13 @@ func (p *Publisher) beginRollout(alias string, inc, cand rollout.Version, dir st
 	return nil
 }
 
-// Decided applies a rollout's decision (register it with the manager's
-// OnDecision): a promotion swaps the alias to the candidate and unloads
-// the incumbent once drained, a rollback unloads the candidate once
-// drained.
+// Decided retires what a rollout's decision leaves unused (register it
+// with the manager's OnDecision, after the proxy's, which swaps the alias
+// on a promotion): the incumbent after a promotion, the candidate after a
+// rollback, each unloaded once its calls drained.
 func (p *Publisher) Decided(r rollout.Rollout) {
 	retire := r.Candidate
 	if r.Decision == rollout.Promoted {
-		p.Aliases.Swap(r.Alias, r.Candidate.Target, r.Candidate.Version)
 		retire = r.Incumbent
 	}
 	if p.ownsAdapter(retire.Target) {

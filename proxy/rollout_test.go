@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hone-rl/hone/rollout"
+	"github.com/tidwall/gjson"
+)
+
+// A rollout's candidate serves its share of sessions, each session keeps
+// its version, and the control plane shows, pins, promotes and rolls back.
+func TestRolloutRouting(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, func(o *Options) {
+		o.Aliases = []AliasConfig{{Name: "agent", Target: "Qwen/Qwen3-0.6B", Version: 0}}
+	}, stub)
+	m, err := rollout.New(rollout.DefaultOptions(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.SetRollouts(m)
+	if err := m.Begin("agent", rollout.Version{Version: 0, Target: "Qwen/Qwen3-0.6B"},
+		rollout.Version{Version: 1, Target: "agent-v1"}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(session string) (policy, upstream string) {
+		r := post(t, h.url, "/v1/chat/completions", []byte(`{"model":"agent","messages":[{"role":"user","content":"hi"}]}`),
+			map[string]string{"X-Hone-Session": session})
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", session, r.status, r.body)
+		}
+		body, _ := stub.lastRequest()
+		return r.header.Get("X-Hone-Policy"), gjson.GetBytes(body, "model").String()
+	}
+	onCand := 0
+	for i := 0; i < 200; i++ {
+		s := fmt.Sprint("sess-", i)
+		p, up := call(s)
+		if (p == "1") != (up == "agent-v1") || (p == "0") != (up == "Qwen/Qwen3-0.6B") {
+			t.Fatalf("%s: policy %s but the engine was asked for %s", s, p, up)
+		}
+		if p2, _ := call(s); p2 != p {
+			t.Fatalf("%s moved from v%s to v%s", s, p, p2)
+		}
+		if p == "1" {
+			onCand++
+		}
+	}
+	if onCand < 8 || onCand > 40 {
+		t.Fatalf("%d of 200 sessions on the candidate at share 0.1", onCand)
+	}
+	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
+	defer ctl.Close()
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, ctl.URL+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := do("GET", "/admin/policies", ""); st != 200 || gjson.Get(b, "policies.0.rollout.candidate.version").Int() != 1 ||
+		gjson.Get(b, "policies.0.rollout.share").Float() != 0.1 {
+		t.Fatalf("policies %d %s", st, b)
+	}
+	if st, b := do("POST", "/admin/rollouts/agent", `{"action":"pin","share":1}`); st != 200 || !gjson.Get(b, "pinned").Bool() {
+		t.Fatalf("pin %d %s", st, b)
+	}
+	if p, _ := call("after-pin"); p != "1" {
+		t.Fatalf("a new session at share 1 served by v%s", p)
+	}
+	if st, b := do("POST", "/admin/rollouts/agent", `{"action":"promote"}`); st != 200 || gjson.Get(b, "decision").String() != "promoted" {
+		t.Fatalf("promote %d %s", st, b)
+	}
+	if target, v, _ := h.s.Aliases().Get("agent"); target != "agent-v1" || v != 1 {
+		t.Fatalf("after promotion the alias routes to %s v%d", target, v)
+	}
+	for i := 0; i < 20; i++ {
+		if p, _ := call(fmt.Sprint("sess-", i)); p != "1" {
+			t.Fatalf("after promotion a session is served by v%s", p)
+		}
+	}
+	if st, _ := do("POST", "/admin/rollouts/agent", `{"action":"rollback"}`); st != 404 {
+		t.Fatalf("rollback without a rollout: %d", st)
+	}
+	// a remote trainer begins the next rollout; the operator rolls it back
+	if st, b := do("POST", "/admin/rollouts/agent", `{"action":"begin","target":"agent-v2","version":2}`); st != 200 {
+		t.Fatalf("begin %d %s", st, b)
+	}
+	if st, b := do("POST", "/admin/rollouts/agent", `{"action":"rollback"}`); st != 200 || gjson.Get(b, "decision").String() != "rolled_back" {
+		t.Fatalf("rollback %d %s", st, b)
+	}
+	for i := 0; i < 50; i++ {
+		if p, _ := call(fmt.Sprint("late-", i)); p != "1" {
+			t.Fatalf("after the rollback a session is served by v%s", p)
+		}
+	}
+	if st, _ := do("POST", "/admin/rollouts/agent", `{"action":"explode"}`); st != 404 {
+		t.Fatalf("an action without a rollout: %d", st)
+	}
+}
