@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/config"
@@ -48,5 +50,25 @@ func TestAddPolicyAlias(t *testing.T) {
 				t.Fatalf("names %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPrintPolicies(t *testing.T) {
+	var v policiesView
+	if err := json.Unmarshal([]byte(`{"policies":[{"alias":"agent","target":"agent-v1","version":1,"in_flight":2,
+		"names":["agent","Qwen/Qwen3-0.6B"],"rollout":{"alias":"agent","incumbent":{"version":1,"target":"agent-v1"},
+		"candidate":{"version":2,"target":"agent-v2"},"step":1,"share":0.25,"arms":[{"n":300,"mean":0.5,"calls":900},
+		{"n":100,"mean":0.62,"calls":300,"errors":1}],"looks":2,"diff":0.12,"lower":-0.01,"upper":0.25}}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := printPolicies(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"agent  v1    agent-v1", "rollout of agent: v2 against v1: running, share 25% (step 2)",
+		"candidate 100 sessions, mean reward 0.62, 300 calls, 1 errors", "interval [-0.01, 0.25]"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
 	}
 }
