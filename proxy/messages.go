@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
@@ -15,8 +17,10 @@ import (
 // engine's chat completions: system and content blocks become chat
 // messages (text and images as content, tool_use blocks as tool calls,
 // tool_result blocks as tool messages, thinking as reasoning_content),
-// custom tools become function tools, and the answer, whole or streamed,
-// becomes a Message or Anthropic's event sequence (messages_encode.go).
+// custom tools and the Anthropic-defined tools clients run become function
+// tools, server tools are left out with a warning (messages_tools.go), and
+// the answer, whole or streamed, becomes a Message or Anthropic's event
+// sequence (messages_encode.go).
 // POST /v1/messages/count_tokens translates the same way and asks the
 // engine's /tokenize. Errors are Anthropic's {"type":"error","error":{...}}.
 
@@ -28,11 +32,12 @@ func (messagesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { write
 
 func (messagesSurface) translate(_ *Server, _ string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
-	chat, err := messagesChat(req, false)
+	chat, warns, err := messagesChatWarn(req, false)
 	if err != nil {
 		return nil, err
 	}
 	enc := newMessagesEncoder(req.Get("model").String())
+	enc.warns = warns
 	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
 }
 
@@ -44,29 +49,36 @@ func badMessages(msg string) *apiError {
 // request. count is set for count_tokens, whose requests carry no
 // max_tokens and never stream.
 func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
+	chat, _, err := messagesChatWarn(req, count)
+	return chat, err
+}
+
+// messagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
+// what was left out of the engine's request.
+func messagesChatWarn(req gjson.Result, count bool) ([]byte, []string, *apiError) {
 	model := req.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
-		return nil, badMessages("model: Field required")
+		return nil, nil, badMessages("model: Field required")
 	}
 	out := map[string]any{"model": model.String()}
 	if !count {
 		mt := req.Get("max_tokens")
 		if !mt.Exists() {
-			return nil, badMessages("max_tokens: Field required")
+			return nil, nil, badMessages("max_tokens: Field required")
 		}
 		n, ok := positiveInt(mt)
 		if !ok {
-			return nil, badMessages("max_tokens: Input should be a positive integer")
+			return nil, nil, badMessages("max_tokens: Input should be a positive integer")
 		}
 		out["max_tokens"] = n
 	}
-	b := &anthBuilder{calls: map[string]bool{}}
+	b := &anthBuilder{calls: map[string]bool{}, skipped: map[string]int{}}
 	if err := b.addSystem(req.Get("system")); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	msgs := req.Get("messages")
 	if !msgs.IsArray() || len(msgs.Array()) == 0 {
-		return nil, badMessages("messages: Field required (a non-empty list)")
+		return nil, nil, badMessages("messages: Field required (a non-empty list)")
 	}
 	var err *apiError
 	i := 0
@@ -76,7 +88,7 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 		return err == nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out["messages"] = b.msgs
 	if last := b.msgs[len(b.msgs)-1]; last.Role == "assistant" && len(last.ToolCalls) == 0 {
@@ -85,17 +97,22 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 	}
 	tools, err := anthTools(req.Get("tools"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(tools) > 0 {
-		out["tools"] = tools
+	var warns []string
+	if len(tools.chat) > 0 {
+		out["tools"] = tools.chat
 	}
 	if tc := req.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null {
 		choice, parallel, err := anthToolChoice(tc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if len(tools) > 0 { // engines refuse tool_choice without tools; Anthropic ignores it
+		if name := tc.Get("name").String(); tc.Get("type").String() == "tool" && tools.names[name] {
+			choice = "auto"
+			warns = append(warns, "tool_choice names '"+name+"', a tool left out of the engine's tools; auto used")
+		}
+		if len(tools.chat) > 0 { // engines refuse tool_choice without tools; Anthropic ignores it
 			out["tool_choice"] = choice
 			if parallel != nil {
 				out["parallel_tool_calls"] = *parallel
@@ -105,7 +122,7 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 	for _, k := range []string{"temperature", "top_p"} {
 		if v := req.Get(k); v.Exists() && v.Type != gjson.Null {
 			if v.Type != gjson.Number {
-				return nil, badMessages(k + ": Input should be a valid number")
+				return nil, nil, badMessages(k + ": Input should be a valid number")
 			}
 			out[k] = json.RawMessage(v.Raw)
 		}
@@ -113,7 +130,7 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 	if v := req.Get("top_k"); v.Exists() && v.Type != gjson.Null {
 		n, ok := positiveInt(v)
 		if !ok {
-			return nil, badMessages("top_k: Input should be a positive integer")
+			return nil, nil, badMessages("top_k: Input should be a positive integer")
 		}
 		out["top_k"] = n
 	}
@@ -126,7 +143,7 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 			return ok
 		})
 		if !ok {
-			return nil, badMessages("stop_sequences: Input should be a list of strings")
+			return nil, nil, badMessages("stop_sequences: Input should be a list of strings")
 		}
 		if len(stops) > 0 {
 			out["stop"] = stops
@@ -142,9 +159,20 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 	}
 	body, merr := json.Marshal(out)
 	if merr != nil {
-		return nil, badMessages("cannot build the engine request: " + merr.Error())
+		return nil, nil, badMessages("cannot build the engine request: " + merr.Error())
 	}
-	return body, nil
+	if w := leftOutWarning(tools.leftOut); w != "" {
+		warns = append([]string{w}, warns...)
+	}
+	if len(b.skipped) > 0 {
+		types := make([]string, 0, len(b.skipped))
+		for t := range b.skipped {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		warns = append(warns, "content blocks left out (their tools are not the engine's): "+strings.Join(types, ", "))
+	}
+	return body, warns, nil
 }
 
 // positiveInt reads a JSON integer >= 1 (64.0 too, as the API's
@@ -163,8 +191,9 @@ func positiveInt(v gjson.Result) (int64, bool) {
 // anthBuilder turns Messages system and messages into chat messages. Every
 // tool_result must answer a tool_use of an earlier assistant message.
 type anthBuilder struct {
-	msgs  []chatMessage
-	calls map[string]bool // tool_use ids so far
+	msgs    []chatMessage
+	calls   map[string]bool // tool_use ids so far
+	skipped map[string]int  // server tool blocks left out, by type
 }
 
 func (b *anthBuilder) addSystem(sys gjson.Result) *apiError {
@@ -286,6 +315,10 @@ func (b *anthBuilder) addUser(where string, blocks gjson.Result) *apiError {
 				results = append(results, chatMessage{Role: "tool", ToolCallID: id, Content: content})
 			}
 		default:
+			if anthServerBlocks[typ] {
+				b.skipped[typ]++
+				return true
+			}
 			err = badMessages(at + ": content block type '" + typ + "' is not supported by hone in a user message")
 		}
 		return err == nil
@@ -382,6 +415,10 @@ func (b *anthBuilder) addAssistant(where string, blocks gjson.Result) *apiError 
 			b.calls[tc.ID] = true
 			m.ToolCalls = append(m.ToolCalls, tc)
 		default:
+			if anthServerBlocks[typ] {
+				b.skipped[typ]++
+				return true
+			}
 			err = badMessages(at + ": content block type '" + typ + "' is not supported by hone in an assistant message")
 		}
 		return err == nil
@@ -411,40 +448,6 @@ func toolArguments(in gjson.Result) string {
 		return in.Raw
 	}
 	return buf.String()
-}
-
-// anthTools turns custom tools into function tools.
-func anthTools(tools gjson.Result) ([]json.RawMessage, *apiError) {
-	if !tools.Exists() || tools.Type == gjson.Null {
-		return nil, nil
-	}
-	if !tools.IsArray() {
-		return nil, badMessages("tools: Input should be a list")
-	}
-	var out []json.RawMessage
-	var err *apiError
-	i := 0
-	tools.ForEach(func(_, t gjson.Result) bool {
-		at := "tools." + strconv.Itoa(i)
-		i++
-		if typ := t.Get("type").String(); typ != "" && typ != "custom" {
-			err = badMessages(at + ": tool type '" + typ + "' is not supported by hone (custom tools only)")
-			return false
-		}
-		if t.Get("name").String() == "" {
-			err = badMessages(at + ".name: Field required")
-			return false
-		}
-		fn := map[string]any{"name": t.Get("name").String(),
-			"parameters": rawOr(t.Get("input_schema"), `{"type":"object","properties":{}}`)}
-		if d := t.Get("description"); d.Exists() && d.Type != gjson.Null {
-			fn["description"] = d.String()
-		}
-		b, _ := json.Marshal(map[string]any{"type": "function", "function": fn})
-		out = append(out, b)
-		return true
-	})
-	return out, err
 }
 
 // anthToolChoice maps tool_choice: auto, any (required), tool (a named

@@ -18,6 +18,7 @@ import (
 type messagesEncoder struct {
 	model string // as the agent asked
 	id    string
+	warns []string // what the translation left out, for X-Hone-Warning
 
 	blocks  []*anthBlock
 	open    *anthBlock
@@ -47,6 +48,9 @@ type anthBlock struct {
 // back, so a fixed non-empty placeholder is used: clients that drop thinking
 // blocks without a signature before replaying a conversation keep these.
 const honeSignature = "hone-unsigned"
+
+// warnings are what the translation left out, for X-Hone-Warning.
+func (e *messagesEncoder) warnings() []string { return e.warns }
 
 func newMessagesEncoder(model string) *messagesEncoder {
 	return &messagesEncoder{model: model, id: newID("msg_"), tools: map[int]*anthBlock{}}

@@ -344,7 +344,7 @@ func TestMessagesBadInput(t *testing.T) {
 		"bad tool_result block": `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"thinking"}]}]}]}`,
 		"system image":          `{"model":"m","max_tokens":5,"system":[{"type":"image"}],"messages":[{"role":"user","content":"hi"}]}`,
 		"system number":         `{"model":"m","max_tokens":5,"system":1,"messages":[{"role":"user","content":"hi"}]}`,
-		"server tool":           `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+		"unknown tool type":     `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"teleport_20250101","name":"t"}]}`,
 		"tool without name":     `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[{"input_schema":{}}]}`,
 		"tools not list":        `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":{}}`,
 		"bad tool_choice":       `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"sometimes"}}`,

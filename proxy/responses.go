@@ -10,11 +10,15 @@ import (
 )
 
 // The OpenAI Responses API (POST /v1/responses), translated onto the
-// engine's chat completions: input items become chat messages, function
-// tools become chat tools, and the answer (whole or streamed) becomes a
-// Response object or the Responses event sequence (responses_encode.go).
-// previous_response_id is served from the conversations hone keeps
-// (responses_store.go), so it works against engines that keep no state.
+// engine's chat completions: input items become chat messages, tools become
+// chat function tools (function, custom and namespace tools; tools the
+// engine cannot run are left out with a warning: responses_tools.go), and
+// the answer (whole or streamed) becomes a Response object or the Responses
+// event sequence (responses_encode.go). previous_response_id is served from
+// the conversations hone keeps (responses_store.go), so it works against
+// engines that keep no state. Fields that only OpenAI's servers act on
+// (include, prompt_cache_key, client_metadata, service_tier, reasoning
+// settings, encrypted reasoning) are accepted and not sent to the engine.
 
 type responsesSurface struct{}
 
@@ -35,6 +39,7 @@ type respRequest struct {
 	Tools              json.RawMessage `json:"tools"`
 	TopP               json.RawMessage `json:"top_p"`
 	Metadata           json.RawMessage `json:"metadata"`
+	Reasoning          json.RawMessage `json:"reasoning"`
 	Text               json.RawMessage `json:"text"`
 	User               json.RawMessage `json:"user"`
 }
@@ -49,7 +54,8 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 		Instructions: rawOr(req.Get("instructions"), "null"), MaxOutputTokens: rawOr(req.Get("max_output_tokens"), "null"),
 		Temperature: rawOr(req.Get("temperature"), "1"), TopP: rawOr(req.Get("top_p"), "1"),
 		ToolChoice: rawOr(req.Get("tool_choice"), `"auto"`), Metadata: rawOr(req.Get("metadata"), "{}"),
-		Text: rawOr(req.Get("text"), `{"format":{"type":"text"}}`), User: rawOr(req.Get("user"), "null")}
+		Reasoning: rawOr(req.Get("reasoning"), `{"effort":null,"summary":null}`),
+		Text:      rawOr(req.Get("text"), `{"format":{"type":"text"}}`), User: rawOr(req.Get("user"), "null")}
 	if v := req.Get("parallel_tool_calls"); v.Exists() {
 		echo.ParallelToolCalls = v.Bool()
 	}
@@ -59,7 +65,11 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 	if echo.Model == "" {
 		return nil, badResponses("model", "model is required")
 	}
-	b := &chatBuilder{calls: map[string]bool{}}
+	tools := newRespToolSet()
+	if err := tools.addList(req.Get("tools"), "tools"); err != nil {
+		return nil, err
+	}
+	b := &chatBuilder{calls: map[string]bool{}, skipped: map[string]int{}, ts: tools}
 	if prev := req.Get("previous_response_id"); prev.Exists() && prev.Type != gjson.Null {
 		id := prev.String()
 		conv, ok := s.responses.get(owner, id)
@@ -78,17 +88,24 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 	if len(b.msgs) == 0 {
 		return nil, badResponses("input", "input is required")
 	}
-	tools, err := chatTools(req.Get("tools"))
+	if t := req.Get("tools"); t.IsArray() {
+		echo.Tools = json.RawMessage(t.Raw)
+	} else {
+		echo.Tools = json.RawMessage("[]")
+	}
+	chat, choiceWarn, err := chatRequest(req, echo, b, tools)
 	if err != nil {
 		return nil, err
 	}
-	echo.Tools = tools.echo
-	chat, err := chatRequest(req, echo, b, tools.chat)
-	if err != nil {
-		return nil, err
+	var warns []string
+	for _, w := range []string{leftOutWarning(tools.leftOut), skippedWarning(b.skipped), choiceWarn} {
+		if w != "" {
+			warns = append(warns, w)
+		}
 	}
 	conv, _ := json.Marshal(b.msgs)
 	enc := newResponsesEncoder(s, owner, echo, conv)
+	enc.ts, enc.warns = tools, warns
 	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
 }
 
@@ -99,33 +116,46 @@ func rawOr(v gjson.Result, def string) json.RawMessage {
 	return json.RawMessage(v.Raw)
 }
 
-// chatRequest assembles the engine's chat completions request.
-func chatRequest(req gjson.Result, echo respRequest, b *chatBuilder, tools []json.RawMessage) ([]byte, *apiError) {
+// chatRequest assembles the engine's chat completions request; it returns
+// a warning when tool_choice named a tool the engine is not offered.
+func chatRequest(req gjson.Result, echo respRequest, b *chatBuilder, ts *respToolSet) ([]byte, string, *apiError) {
 	msgs := b.msgs
 	if ins := req.Get("instructions"); ins.Exists() && ins.Type != gjson.Null {
 		if ins.Type != gjson.String {
-			return nil, badResponses("instructions", "instructions must be a string")
+			return nil, "", badResponses("instructions", "instructions must be a string")
 		}
 		msgs = append([]chatMessage{{Role: "system", Content: jsonString(ins.String())}}, msgs...)
 	}
+	msgs = mergeLeadingSystem(msgs)
 	out := map[string]any{"model": echo.Model, "messages": msgs}
-	if len(tools) > 0 {
-		out["tools"] = tools
-	}
-	if tc := req.Get("tool_choice"); tc.Exists() {
-		v, err := chatToolChoice(tc)
-		if err != nil {
-			return nil, err
+	var choice any
+	var keep map[string]bool
+	warn := ""
+	if tc := req.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null {
+		var err *apiError
+		if choice, keep, warn, err = ts.choice(tc); err != nil {
+			return nil, "", err
 		}
-		out["tool_choice"] = v
 	}
-	if v := req.Get("parallel_tool_calls"); v.Exists() {
+	var tools []json.RawMessage
+	for _, t := range ts.chat {
+		if keep == nil || keep[t.name] {
+			tools = append(tools, t.raw)
+		}
+	}
+	if len(tools) > 0 { // engines refuse tool_choice without tools
+		out["tools"] = tools
+		if choice != nil {
+			out["tool_choice"] = choice
+		}
+	}
+	if v := req.Get("parallel_tool_calls"); v.Exists() && v.Type != gjson.Null {
 		out["parallel_tool_calls"] = v.Bool()
 	}
 	for from, to := range map[string]string{"max_output_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p"} {
 		if v := req.Get(from); v.Exists() && v.Type != gjson.Null {
 			if v.Type != gjson.Number {
-				return nil, badResponses(from, from+" must be a number")
+				return nil, "", badResponses(from, from+" must be a number")
 			}
 			out[to] = json.RawMessage(v.Raw)
 		}
@@ -146,9 +176,29 @@ func chatRequest(req gjson.Result, echo respRequest, b *chatBuilder, tools []jso
 	}
 	body, err := json.Marshal(out)
 	if err != nil {
-		return nil, badResponses("", "cannot build the engine request: "+err.Error())
+		return nil, "", badResponses("", "cannot build the engine request: "+err.Error())
 	}
-	return body, nil
+	return body, warn, nil
+}
+
+// mergeLeadingSystem joins the system messages that open a conversation
+// (instructions, then developer and system items, as Codex sends several)
+// into one, separated by a blank line: many chat templates take a single
+// leading system message only. System messages later on stay as they are.
+func mergeLeadingSystem(msgs []chatMessage) []chatMessage {
+	n := 0
+	for n < len(msgs) && msgs[n].Role == "system" && gjson.ParseBytes(msgs[n].Content).Type == gjson.String {
+		n++
+	}
+	if n < 2 {
+		return msgs
+	}
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = gjson.ParseBytes(msgs[i].Content).String()
+	}
+	merged := chatMessage{Role: "system", Content: jsonString(strings.Join(parts, "\n\n"))}
+	return append([]chatMessage{merged}, msgs[n:]...)
 }
 
 // chatMessage is one chat completions message.
@@ -182,6 +232,8 @@ type chatBuilder struct {
 	msgs      []chatMessage
 	reasoning string          // reasoning text waiting for its assistant message
 	calls     map[string]bool // call ids of the function calls so far
+	ts        *respToolSet    // the request's tools; additional_tools and tool_search_output add to it
+	skipped   map[string]int  // input items left out, by type
 }
 
 // addConversation starts from a stored conversation (chat messages).
@@ -227,8 +279,12 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 	case "message":
 		return b.addMessage(it)
 	case "function_call":
-		return b.addFunctionCall(it)
-	case "function_call_output":
+		return b.addFunctionCall(it, flatToolName(it.Get("namespace").String(), it.Get("name").String()),
+			it.Get("arguments").String())
+	case "custom_tool_call":
+		return b.addFunctionCall(it, flatToolName(it.Get("namespace").String(), it.Get("name").String()),
+			customArguments(it.Get("input").String()))
+	case "function_call_output", "custom_tool_call_output":
 		id := it.Get("call_id").String()
 		if !b.calls[id] {
 			return badResponses("input", "No tool call found for function call output with call_id "+id+".")
@@ -250,8 +306,38 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 				break
 			}
 		}
-		b.reasoning += strings.Join(parts, "\n")
+		b.reasoning += strings.Join(parts, "\n") // encrypted_content is for OpenAI's models: left out
+	case "additional_tools":
+		return b.ts.addList(it.Get("tools"), "input")
+	case "tool_search_call", "tool_search_output":
+		if it.Get("execution").String() == "server" { // OpenAI's own search: nothing the engine did
+			b.skipped[typ]++
+			return nil
+		}
+		if typ == "tool_search_call" {
+			args := it.Get("arguments")
+			a := args.Raw
+			if args.Type == gjson.String {
+				a = args.String()
+			} else if !args.Exists() {
+				a = "{}"
+			}
+			return b.addFunctionCall(it, "tool_search", a)
+		}
+		id := it.Get("call_id").String()
+		if !b.calls[id] {
+			return badResponses("input", "No tool call found for tool search output with call_id "+id+".")
+		}
+		loaded, err := b.ts.load(it.Get("tools"))
+		if err != nil {
+			return err
+		}
+		b.msgs = append(b.msgs, chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(string(loaded))})
 	default:
+		if respSkippedItems[typ] {
+			b.skipped[typ]++
+			return nil
+		}
 		return badResponses("input", "input item type '"+typ+"' is not supported by hone")
 	}
 	return nil
@@ -278,12 +364,14 @@ func (b *chatBuilder) addMessage(it gjson.Result) *apiError {
 	return nil
 }
 
-func (b *chatBuilder) addFunctionCall(it gjson.Result) *apiError {
+// addFunctionCall adds a function or custom tool call (name: the engine's
+// function name, args: its arguments).
+func (b *chatBuilder) addFunctionCall(it gjson.Result, name, args string) *apiError {
 	var tc chatToolCall
 	tc.ID, tc.Type = it.Get("call_id").String(), "function"
-	tc.Function.Name, tc.Function.Arguments = it.Get("name").String(), it.Get("arguments").String()
-	if tc.ID == "" || tc.Function.Name == "" {
-		return badResponses("input", "a function_call item needs call_id and name")
+	tc.Function.Name, tc.Function.Arguments = name, args
+	if tc.ID == "" || (it.Get("name").String() == "" && name != "tool_search") {
+		return badResponses("input", "a "+it.Get("type").String()+" item needs call_id and name")
 	}
 	b.calls[tc.ID] = true
 	if n := len(b.msgs); n > 0 && b.msgs[n-1].Role == "assistant" && b.reasoning == "" {
@@ -337,50 +425,6 @@ func joinTextParts(parts gjson.Result) string {
 		return true
 	})
 	return sb.String()
-}
-
-type toolsOut struct {
-	chat []json.RawMessage
-	echo json.RawMessage
-}
-
-// chatTools turns Responses function tools into chat tools.
-func chatTools(tools gjson.Result) (toolsOut, *apiError) {
-	out := toolsOut{echo: json.RawMessage("[]")}
-	if !tools.Exists() || tools.Type == gjson.Null {
-		return out, nil
-	}
-	if !tools.IsArray() {
-		return out, badResponses("tools", "tools must be a list")
-	}
-	out.echo = json.RawMessage(tools.Raw)
-	var err *apiError
-	tools.ForEach(func(_, t gjson.Result) bool {
-		if t.Get("type").String() != "function" {
-			err = badResponses("tools", "tool type '"+t.Get("type").String()+"' is not supported by hone (function tools only)")
-			return false
-		}
-		fn := map[string]any{"name": t.Get("name").String(), "parameters": json.RawMessage(rawOr(t.Get("parameters"), "{}"))}
-		if d := t.Get("description"); d.Exists() && d.Type != gjson.Null {
-			fn["description"] = d.String()
-		}
-		b, _ := json.Marshal(map[string]any{"type": "function", "function": fn})
-		out.chat = append(out.chat, b)
-		return true
-	})
-	return out, err
-}
-
-func chatToolChoice(tc gjson.Result) (any, *apiError) {
-	if tc.Type == gjson.String {
-		switch tc.String() {
-		case "auto", "none", "required":
-			return tc.String(), nil
-		}
-	} else if tc.Get("type").String() == "function" && tc.Get("name").String() != "" {
-		return map[string]any{"type": "function", "function": map[string]any{"name": tc.Get("name").String()}}, nil
-	}
-	return nil, badResponses("tool_choice", "tool_choice must be auto, none, required or a function")
 }
 
 func newID(prefix string) string {

@@ -13,12 +13,17 @@ import (
 // output_item.added, content_part.added, *.delta ..., *.done,
 // content_part.done, output_item.done, and response.completed (or
 // response.incomplete), each with its sequence_number. Output items come in
-// the order the model wrote them: reasoning, message text, function calls.
+// the order the model wrote them: reasoning, message text, tool calls. A
+// call of a namespaced tool is a function_call with the namespace and name
+// the client declared; a call of a custom tool is a custom_tool_call whose
+// input (the engine's "input" argument) is sent whole when the call ends.
 type responsesEncoder struct {
 	s      *Server
 	owner  string // the client whose conversation this is
 	echo   respRequest
 	conv   []byte // the conversation so far (chat messages), for previous_response_id
+	ts     *respToolSet
+	warns  []string // for X-Hone-Warning
 	id     string
 	create int64
 	seq    int
@@ -35,12 +40,24 @@ type responsesEncoder struct {
 // respItem is one output item being built.
 type respItem struct {
 	index  int
-	kind   string // reasoning, message, function_call
+	kind   string // reasoning, message, function_call, custom_tool_call
 	id     string
 	callID string
-	name   string
-	text   []byte // text, reasoning text or arguments
+	name   string     // the engine's function name
+	tool   clientTool // the client's tool of that name
+	text   []byte     // text, reasoning text or the engine's arguments
 	closed bool
+}
+
+// warnings are what the translation left out, for X-Hone-Warning.
+func (e *responsesEncoder) warnings() []string { return e.warns }
+
+// toolItem adds the output item of an engine tool call.
+func (e *responsesEncoder) toolItem(name string) *respItem {
+	ct := e.ts.lookup(name)
+	it := e.item(ct.callItem())
+	it.name, it.tool = name, ct
+	return it
 }
 
 func newResponsesEncoder(s *Server, owner string, echo respRequest, conv []byte) *responsesEncoder {
@@ -63,8 +80,11 @@ func (e *responsesEncoder) body(chat []byte, status int) []byte {
 		e.item("message").text = []byte(c.String())
 	}
 	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-		it := e.item("function_call")
-		it.callID, it.name = tc.Get("id").String(), tc.Get("function.name").String()
+		it := e.toolItem(tc.Get("function.name").String())
+		it.callID = tc.Get("id").String()
+		if it.callID == "" {
+			it.callID = newID("call_")
+		}
 		it.text = []byte(tc.Get("function.arguments").String())
 		return true
 	})
@@ -85,7 +105,8 @@ func reasoningOf(m gjson.Result) string {
 }
 
 func (e *responsesEncoder) item(kind string) *respItem {
-	prefix := map[string]string{"reasoning": "rs_", "message": "msg_", "function_call": "fc_"}[kind]
+	prefix := map[string]string{"reasoning": "rs_", "message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
+		"tool_search_call": "tsc_"}[kind]
 	it := &respItem{index: len(e.items), kind: kind, id: newID(prefix)}
 	e.items = append(e.items, it)
 	return it
@@ -159,8 +180,8 @@ func (e *responsesEncoder) toolDelta(out []byte, tc gjson.Result) []byte {
 	it, ok := e.tools[i]
 	if !ok {
 		out = e.closeOpen(out)
-		it = e.item("function_call")
-		it.callID, it.name = tc.Get("id").String(), tc.Get("function.name").String()
+		it = e.toolItem(tc.Get("function.name").String())
+		it.callID = tc.Get("id").String()
 		if it.callID == "" {
 			it.callID = newID("call_")
 		}
@@ -170,8 +191,10 @@ func (e *responsesEncoder) toolDelta(out []byte, tc gjson.Result) []byte {
 	}
 	if a := tc.Get("function.arguments").String(); a != "" {
 		it.text = append(it.text, a...)
-		out = e.emit(out, "response.function_call_arguments.delta", map[string]any{"item_id": it.id,
-			"output_index": it.index, "delta": a})
+		if it.kind == "function_call" { // a custom tool's input is sent whole at the end
+			out = e.emit(out, "response.function_call_arguments.delta", map[string]any{"item_id": it.id,
+				"output_index": it.index, "delta": a})
+		}
 	}
 	return out
 }
@@ -194,7 +217,16 @@ func (e *responsesEncoder) closeItem(out []byte, it *respItem) []byte {
 	switch it.kind {
 	case "function_call":
 		out = e.emit(out, "response.function_call_arguments.done", map[string]any{"item_id": it.id,
-			"output_index": it.index, "name": it.name, "arguments": string(it.text)})
+			"output_index": it.index, "name": it.tool.name, "arguments": string(it.text)})
+	case "custom_tool_call":
+		in := customInput(string(it.text))
+		if in != "" {
+			out = e.emit(out, "response.custom_tool_call_input.delta", map[string]any{"item_id": it.id,
+				"output_index": it.index, "delta": in})
+		}
+		out = e.emit(out, "response.custom_tool_call_input.done", map[string]any{"item_id": it.id,
+			"output_index": it.index, "input": in})
+	case "tool_search_call": // its arguments come whole in output_item.done
 	case "reasoning":
 		out = e.emit(out, "response.reasoning_text.done", map[string]any{"item_id": it.id, "output_index": it.index,
 			"content_index": 0, "text": string(it.text)})
@@ -247,9 +279,26 @@ func (e *responsesEncoder) partEvent(it *respItem, part map[string]any) map[stri
 // itemJSON is an output item as the API shows it.
 func (e *responsesEncoder) itemJSON(it *respItem, status string) map[string]any {
 	switch it.kind {
-	case "function_call":
-		return map[string]any{"type": "function_call", "id": it.id, "call_id": it.callID, "name": it.name,
-			"arguments": string(it.text), "status": status}
+	case "tool_search_call":
+		args := json.RawMessage("{}")
+		if a := gjson.ParseBytes(it.text); status == "completed" && a.IsObject() {
+			args = json.RawMessage(a.Raw)
+		}
+		return map[string]any{"type": it.kind, "id": it.id, "call_id": it.callID, "execution": "client",
+			"arguments": args, "status": status}
+	case "function_call", "custom_tool_call":
+		m := map[string]any{"type": it.kind, "id": it.id, "call_id": it.callID, "name": it.tool.name, "status": status}
+		if it.kind == "function_call" {
+			m["arguments"] = string(it.text)
+		} else if status == "completed" {
+			m["input"] = customInput(string(it.text))
+		} else {
+			m["input"] = ""
+		}
+		if it.tool.namespace != "" {
+			m["namespace"] = it.tool.namespace
+		}
+		return m
 	case "reasoning":
 		content := []any{}
 		if status == "completed" {
@@ -275,7 +324,7 @@ func (e *responsesEncoder) response(status string) map[string]any {
 	r := map[string]any{"id": e.id, "object": "response", "created_at": e.create, "status": status, "error": nil,
 		"incomplete_details": nil, "instructions": e.echo.Instructions, "max_output_tokens": e.echo.MaxOutputTokens,
 		"model": e.echo.Model, "output": output, "parallel_tool_calls": e.echo.ParallelToolCalls,
-		"previous_response_id": e.echo.PreviousResponseID, "reasoning": map[string]any{"effort": nil, "summary": nil},
+		"previous_response_id": e.echo.PreviousResponseID, "reasoning": e.echo.Reasoning,
 		"store": e.echo.Store, "temperature": e.echo.Temperature, "text": e.echo.Text, "tool_choice": e.echo.ToolChoice,
 		"tools": e.echo.Tools, "top_p": e.echo.TopP, "truncation": "disabled", "usage": nil, "user": e.echo.User,
 		"metadata": e.echo.Metadata}
@@ -284,8 +333,11 @@ func (e *responsesEncoder) response(status string) map[string]any {
 	}
 	if status != "in_progress" && e.usage.IsObject() {
 		in, out := e.usage.Get("prompt_tokens").Int(), e.usage.Get("completion_tokens").Int()
-		r["usage"] = map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
-			"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + out}
+		r["usage"] = map[string]any{"input_tokens": in,
+			"input_tokens_details":  map[string]any{"cached_tokens": e.usage.Get("prompt_tokens_details.cached_tokens").Int()},
+			"output_tokens":         out,
+			"output_tokens_details": map[string]any{"reasoning_tokens": e.usage.Get("completion_tokens_details.reasoning_tokens").Int()},
+			"total_tokens":          in + out}
 	}
 	return r
 }
@@ -321,7 +373,7 @@ func (e *responsesEncoder) keep() {
 			m.ReasoningContent += string(it.text)
 		case "message":
 			m.Content = jsonString(string(it.text))
-		case "function_call":
+		case "function_call", "custom_tool_call", "tool_search_call":
 			var tc chatToolCall
 			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = it.callID, "function", it.name, string(it.text)
 			m.ToolCalls = append(m.ToolCalls, tc)

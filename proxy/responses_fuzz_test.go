@@ -19,6 +19,8 @@ func FuzzResponsesRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"model":"m","input":[{"type":"function_call","call_id":"a","name":"f","arguments":"{"},{"type":"function_call_output","call_id":"a","output":[{"type":"input_text","text":"x"}]}]}`))
+	f.Add([]byte(codexRequest))
+	f.Add([]byte(`{"model":"m","input":[{"type":"custom_tool_call","call_id":"a","namespace":"n","name":"f","input":"x"},{"type":"custom_tool_call_output","call_id":"a","output":"y"},{"type":"additional_tools","tools":[{"type":"namespace","name":"n","tools":[{"type":"custom","name":"f"}]}]}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"f"}]}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 			return // refused before translation
@@ -49,8 +51,10 @@ func FuzzResponsesStream(f *testing.F) {
 	}
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\",\"reasoning\":\"y\"}}]}\n\ndata: [DONE]\n\n"))
+	f.Add(sseOf(engineToolStream))
 	f.Fuzz(func(t *testing.T, sse []byte) {
-		tr, err := responsesSurface{}.translate(testServer(), "", []byte(`{"model":"m","input":"hi","stream":true}`))
+		// Codex's tools: namespaced and custom calls are mapped back too
+		tr, err := responsesSurface{}.translate(testServer(), "", []byte(codexRequest))
 		if err != nil {
 			t.Fatal(err)
 		}

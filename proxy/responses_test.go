@@ -19,7 +19,7 @@ var updateGolden = os.Getenv("HONE_UPDATE_GOLDEN") == "1"
 func testServer() *Server { return &Server{responses: newConversations(100, time.Hour)} }
 
 // randomIDs are the ids and times a translation makes up.
-var randomIDs = regexp.MustCompile(`"(resp|msg|fc|rs|call)_[0-9a-f]{32}"|"created_at":\d+`)
+var randomIDs = regexp.MustCompile(`"(resp|msg|fc|ctc|rs|call)_[0-9a-f]{32}"|"created_at":\d+`)
 
 func normalize(b []byte) []byte {
 	n := map[string]string{}
@@ -154,7 +154,7 @@ func TestResponsesBadInput(t *testing.T) {
 		"unknown part":         `{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
 		"bad role":             `{"model":"m","input":[{"role":"tool","content":"x"}]}`,
 		"unknown call id":      `{"model":"m","input":[{"type":"function_call_output","call_id":"nope","output":"1"}]}`,
-		"non-function tool":    `{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`,
+		"unknown tool type":    `{"model":"m","input":"hi","tools":[{"type":"teleport"}]}`,
 		"bad tool choice":      `{"model":"m","input":"hi","tool_choice":"sometimes"}`,
 		"string temperature":   `{"model":"m","input":"hi","temperature":"hot"}`,
 		"unknown previous":     `{"model":"m","input":"hi","previous_response_id":"resp_nope"}`,
