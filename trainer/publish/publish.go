@@ -56,6 +56,7 @@ type Publisher struct {
 	Log          *slog.Logger
 
 	mu      sync.Mutex
+	pending map[string]Published // per alias: the newest version waiting for a running rollout to decide
 	history map[string][]Published
 	loaded  map[string]bool // adapter names this publisher loaded
 	retire  sync.WaitGroup
@@ -96,6 +97,20 @@ func (p *Publisher) PublishAdapter(ctx context.Context, alias string, version in
 	}
 	if _, cur, ok := p.Aliases.Get(alias); ok && version <= cur {
 		return fmt.Errorf("publish %s v%d: live version is already %d", alias, version, cur)
+	}
+	if p.Rollouts != nil {
+		if r, running := p.Rollouts.Running(alias); running {
+			// one candidate at a time: the newest version waits for this decision
+			p.mu.Lock()
+			if p.pending == nil {
+				p.pending = map[string]Published{}
+			}
+			p.pending[alias] = Published{Alias: alias, Version: version, Path: dir, At: time.Now()}
+			p.mu.Unlock()
+			p.log().Info("version waits for the running rollout", "alias", alias, "version", version,
+				"candidate", r.Candidate.Version)
+			return nil
+		}
 	}
 	name := AdapterName(alias, version)
 	cs := p.clients()
@@ -158,6 +173,22 @@ func (p *Publisher) Decided(r rollout.Rollout) {
 		p.retire.Add(1)
 		go p.retireAdapter(r.Alias, retire.Target, retire.Version)
 	}
+	p.mu.Lock()
+	next, ok := p.pending[r.Alias]
+	delete(p.pending, r.Alias)
+	p.mu.Unlock()
+	if !ok || r.Decision != rollout.Promoted {
+		return // after a rollback the waiting version descends from the rolled-back one: dropped
+	}
+	p.retire.Add(1)
+	go func() { // the next candidate, against the version just promoted
+		defer p.retire.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := p.PublishAdapter(ctx, r.Alias, next.Version, next.Path); err != nil {
+			p.log().Warn("publish the waiting version", "alias", r.Alias, "version", next.Version, "err", err)
+		}
+	}()
 }
 
 // rollback unloads name from the engines it may have reached. It uses its

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hone-rl/hone/rollout"
 	"time"
 )
 
@@ -326,5 +328,62 @@ func TestSleepWake(t *testing.T) {
 	}
 	if got := vl.calls(); got[len(got)-1] != "POST /wake_up null" {
 		t.Fatalf("vllm not woken after a failed sleep: %v", got)
+	}
+}
+
+// With rollouts a published adapter becomes the candidate; versions
+// trained meanwhile wait, the newest is the next candidate after a
+// promotion and is dropped after a rollback; decisions retire what they
+// leave unused.
+func TestPublishAdapterAsRolloutCandidate(t *testing.T) {
+	vl, vsrv := newStub(t, KindVLLM)
+	al := newAliases()
+	m, err := rollout.New(rollout.DefaultOptions(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Publisher{Engines: []Engine{{URL: vsrv.URL}}, Aliases: al, Rollouts: m, PollInterval: time.Millisecond}
+	m.OnDecision(func(r rollout.Rollout) { // the proxy's part: the alias moves on a promotion
+		if r.Decision == rollout.Promoted {
+			al.Swap(r.Alias, r.Candidate.Target, r.Candidate.Version)
+		}
+	})
+	m.OnDecision(p.Decided)
+	ctx := context.Background()
+	for v := int64(1); v <= 3; v++ {
+		if err := p.PublishAdapter(ctx, "agent", v, fmt.Sprintf("/ck/agent/v%d", v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, ok := m.Running("agent")
+	if !ok || r.Candidate.Version != 1 || r.Incumbent.Version != 0 || !slices.Equal(vl.loaded(), []string{"agent-v1"}) {
+		t.Fatalf("rollout %+v, loaded %v", r, vl.loaded())
+	}
+	if _, v, _ := al.Get("agent"); v != 0 {
+		t.Fatalf("the alias moved to v%d before a decision", v)
+	}
+	if _, err := m.Set("agent", "promote", 0); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	r, ok = m.Running("agent")
+	if _, v, _ := al.Get("agent"); v != 1 || !ok || r.Candidate.Version != 3 || r.Incumbent.Version != 1 {
+		t.Fatalf("after promotion: alias v%d, next rollout %+v", v, r)
+	}
+	if !slices.Equal(vl.loaded(), []string{"agent-v1", "agent-v3"}) {
+		t.Fatalf("loaded %v", vl.loaded())
+	}
+	if err := p.PublishAdapter(ctx, "agent", 4, "/ck/agent/v4"); err != nil { // waits behind v3
+		t.Fatal(err)
+	}
+	if _, err := m.Set("agent", "rollback", 0); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	if _, running := m.Running("agent"); running || !slices.Equal(vl.loaded(), []string{"agent-v1"}) {
+		t.Fatalf("after rollback: running %v, loaded %v", running, vl.loaded())
+	}
+	if _, v, _ := al.Get("agent"); v != 1 {
+		t.Fatalf("after rollback the alias is at v%d", v)
 	}
 }
