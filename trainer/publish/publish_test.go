@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hone-rl/hone/rollout"
-	"time"
 )
 
 // stubEngine behaves like vLLM or SGLang's adapter and weight endpoints.
