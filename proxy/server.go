@@ -305,6 +305,11 @@ func (s *Server) setHoneHeaders(ctx *fasthttp.RequestCtx, c *call) {
 	for _, w := range c.warnings {
 		h.Add(warningHeader, w)
 	}
+	if w, ok := c.enc.(interface{ warnings() []string }); ok { // tools the engine cannot run, left out
+		for _, msg := range w.warnings() {
+			h.Add(warningHeader, msg)
+		}
+	}
 	if len(c.warnings) > 0 {
 		s.m.headerWarnings.Add(float64(len(c.warnings)))
 	}
