@@ -12,7 +12,7 @@
 # agents apart: each agent sends one of HONE_PROXY_CLIENT_KEYS as its API key
 # and owns the sessions it opens. Without keys hone refuses to start, unless
 # HONE_PROXY_AGENTS_TRUST_EACH_OTHER=1 says every agent that can reach it may
-# act on the others' sessions (README, Security).
+# act on the others' sessions (docs/security.md).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

