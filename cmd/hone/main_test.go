@@ -48,6 +48,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"model", "--help"}, "usage: hone model init"},
 		{[]string{"model", "init", "--help"}, "-preset"},
 		{[]string{"version", "--help"}, "usage: hone version"},
+		{[]string{"policies", "--help"}, "usage: hone policies [--control URL]"},
 		{[]string{"selftest", "--help"}, "usage: hone selftest [--backend cpu|cuda|emulated|auto]"},
 		{[]string{"help", "traces", "gc"}, "-older-than"},
 		{[]string{"help", "serve"}, "usage: hone serve"},
