@@ -47,6 +47,7 @@ type injected struct {
 const (
 	injLogprobs uint8 = iota // choices[].logprobs
 	injTokenIDs              // prompt_token_ids, choices[].token_ids, choices[].prompt_token_ids
+	injModel                 // model: the engine-side name of a policy alias
 )
 
 func (a *accumulator) choice(i int) *capture.Choice {
@@ -87,6 +88,9 @@ func (a *accumulator) add(body string, delta bool) {
 		case "model":
 			if a.model == "" {
 				a.model = v.String()
+			}
+			if v.Type == gjson.String {
+				a.note(v, injModel)
 			}
 		case "created":
 			if a.created == 0 {

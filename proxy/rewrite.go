@@ -19,6 +19,10 @@ type asked struct {
 	usage       bool // stream_options.include_usage
 	tokensAsIDs bool // return_tokens_as_token_ids
 	has         present
+	// renamed is the model name the agent sent, as a JSON string, when hone
+	// sent the engine another (a policy alias's adapter): the answer's
+	// "model" says the agent's name again. Empty: nothing renamed.
+	renamed []byte
 }
 
 // present notes which of the keys hone may set the request has at all (with

@@ -107,3 +107,36 @@ func TestRolloutRouting(t *testing.T) {
 		t.Fatalf("an action without a rollout: %d", st)
 	}
 }
+
+// An agent that calls a policy alias sees its own model name in the
+// answer, whole or streamed, not the adapter hone sent the engine.
+func TestAliasAnswerKeepsAgentsModelName(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		stub := newStub(t)
+		name, file := "chat", "upstream.json"
+		if stream {
+			name, file = "chat_stream", "upstream.sse"
+		}
+		stub.answer = replay(t, fixture(t, name, file), 0)
+		h := startHone(t, func(o *Options) { o.Aliases = []AliasConfig{{Name: "agent", Target: "agent-v3", Version: 3}} }, stub)
+		body := fmt.Sprintf(`{"model":"agent","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		r := post(t, h.url, "/v1/chat/completions", []byte(body), nil)
+		if up, _ := stub.lastRequest(); r.status != 200 || gjson.GetBytes(up, "model").String() != "agent-v3" {
+			t.Fatalf("stream %v: %d, engine asked for %s", stream, r.status, gjson.GetBytes(up, "model"))
+		}
+		n := 0
+		for _, ev := range strings.Split(string(r.body), "\n") {
+			js := strings.TrimPrefix(ev, "data: ")
+			if !gjson.Valid(js) || !gjson.Get(js, "model").Exists() {
+				continue
+			}
+			n++
+			if m := gjson.Get(js, "model").String(); m != "agent" {
+				t.Fatalf("stream %v: the answer names model %q", stream, m)
+			}
+		}
+		if n == 0 {
+			t.Fatalf("stream %v: no model field in %s", stream, r.body)
+		}
+	}
+}

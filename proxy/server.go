@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -282,6 +283,9 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		return
 	}
 	s.routeRollout(c, c.verdict.Session)
+	if c.target != c.model && c.enc == nil { // translated APIs echo the request's model themselves
+		c.asked.renamed, _ = json.Marshal(c.model)
+	}
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})

@@ -8,15 +8,23 @@ func stripping(spans []injected, a asked) bool {
 	return slices.ContainsFunc(spans, func(s injected) bool { return !keeps(s, a) })
 }
 
-// keeps reports whether the client asked for a span's field itself.
+// keeps reports whether a span stays as the engine wrote it: a field the
+// client asked for itself, or a model name hone did not change.
 func keeps(s injected, a asked) bool {
-	return (s.kind == injLogprobs && a.logprobs) || (s.kind == injTokenIDs && a.tokenIDs)
+	switch s.kind {
+	case injModel:
+		return a.renamed == nil
+	case injLogprobs:
+		return a.logprobs
+	}
+	return a.tokenIDs
 }
 
 // stripInto appends body to dst with what hone injected and the client did
 // not ask for set to null (logprobs, token ids), as the engine writes those
-// fields when they are not requested. spans are the positions the
-// accumulator noted while walking body.
+// fields when they are not requested, and the model name the agent sent in
+// place of a policy's adapter name. spans are the positions the accumulator
+// noted while walking body.
 func stripInto(dst, body []byte, spans []injected, a asked) []byte {
 	slices.SortFunc(spans, func(x, y injected) int { return x.start - y.start })
 	last := 0
@@ -25,7 +33,11 @@ func stripInto(dst, body []byte, spans []injected, a asked) []byte {
 			continue
 		}
 		dst = append(dst, body[last:s.start]...)
-		dst = append(dst, "null"...)
+		if s.kind == injModel {
+			dst = append(dst, a.renamed...)
+		} else {
+			dst = append(dst, "null"...)
+		}
 		last = s.end
 	}
 	return append(dst, body[last:]...)
