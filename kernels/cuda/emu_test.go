@@ -86,8 +86,26 @@ func TestShimSemantics(t *testing.T) {
 	if _, err := emuSelftest(2); err == nil || !strings.Contains(err.Error(), "deadlock") {
 		t.Errorf("a barrier split across a warp: err %v, want a deadlock", err)
 	}
-	if _, err := emuSelftest(3); err == nil || !strings.Contains(err.Error(), "exited") {
-		t.Errorf("a shuffle naming exited lanes: err %v, want an error", err)
+	// The report names the first exited lane the mask names.
+	if _, err := emuSelftest(3); err == nil || !strings.Contains(err.Error(), "warp operation: mask names lane 16 of warp 0, which does not exist or has exited") {
+		t.Errorf("a shuffle naming exited lanes: err %v, want an error naming lane 16", err)
+	}
+	// Ballots over half a warp: each lane sees the votes of its mask only.
+	out, err = emuSelftest(18)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid := 0; tid < 64; tid++ {
+		lane, base := tid%32, tid-tid%32
+		var want uint32
+		for l := 0; l < 32; l++ {
+			if (l < 16) == (lane < 16) && (base+l)%5 == 0 {
+				want |= 1 << l
+			}
+		}
+		if lo, hi := out[2*tid], out[2*tid+1]; lo != float32(want&0xffff) || hi != float32(want>>16) {
+			t.Errorf("thread %d: ballot over half a warp %#x, want %#x", tid, uint32(lo)|uint32(hi)<<16, want)
+		}
 	}
 }
 

@@ -24,7 +24,8 @@ func rebuildAndTest(t *testing.T, what string, env []string, args ...string) str
 	if d, ok := t.Deadline(); ok {
 		left := time.Until(d)
 		if left < 2*time.Minute {
-			t.Fatalf("%s: %v left before the test deadline, too little to rebuild and run the package", what, left.Round(time.Second))
+			t.Fatalf("%s: %v left before the test deadline, too little to rebuild and run the package "+
+				"(the package's other tests took the rest of -timeout: give go test a longer one)", what, left.Round(time.Second))
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d)

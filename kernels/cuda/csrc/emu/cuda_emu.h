@@ -5,8 +5,9 @@
 //   - a launch runs its blocks one after another, last to first, on the
 //     calling OS thread;
 //   - each thread of a block is a fiber with its own stack (a hand-written
-//     context switch on x86-64, ucontext elsewhere and under the sanitizers,
-//     which know ucontext); threadIdx is switched with it;
+//     context switch on x86-64, told to AddressSanitizer through its fiber
+//     interface; ucontext elsewhere and under ThreadSanitizer); threadIdx is
+//     switched with it;
 //   - __syncthreads is a barrier: a fiber stops there until every live
 //     thread of the block has arrived (threads that returned count as
 //     arrived, as on Volta and later);
@@ -132,11 +133,21 @@ struct CUstream_st {
 typedef CUstream_st* cudaStream_t;
 
 // ---- contexts: a suspended execution and the switch between two ----------
-// The store hooks (HONE_EMU_STORE_HOOKS, see store_hooks.h) compile with
-// GCC's kernel-address instrumentation, which defines __SANITIZE_ADDRESS__
-// but has no ASan runtime that would need to know about stack switches.
-#if defined(__x86_64__) && ((!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)) || defined(HONE_EMU_STORE_HOOKS))
+// Under AddressSanitizer (go test -asan) the hand-written switch tells the
+// runtime each stack switch (__sanitizer_start_switch_fiber /
+// __sanitizer_finish_switch_fiber, HONE_EMU_ASAN_FIBERS): swapcontext cost
+// a system call (the signal mask) and, in ASan's interceptor, clearing the
+// shadow of the whole target stack at every switch. The store hooks
+// (HONE_EMU_STORE_HOOKS, see store_hooks.h) compile with GCC's
+// kernel-address instrumentation, which defines __SANITIZE_ADDRESS__ but
+// has no ASan runtime that would need to know about stack switches.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define HONE_EMU_FAST_SWITCH 1
+#if defined(__SANITIZE_ADDRESS__) && !defined(HONE_EMU_STORE_HOOKS)
+#define HONE_EMU_ASAN_FIBERS 1
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 // hone_emu_switch saves the callee-saved registers, MXCSR and the x87
 // control word on the current stack, stores the stack pointer in *save and
 // resumes the context whose stack pointer is to (System V x86-64: the
@@ -182,19 +193,51 @@ struct Context {
 #else
   ucontext_t uc;
 #endif
+#ifdef HONE_EMU_ASAN_FIBERS
+  // For AddressSanitizer: the context's stack (a fiber's from start; the
+  // scheduler's, the OS thread's, as the first fiber learns it in
+  // fiber_started) and its fake stack while it is switched out.
+  const void* bottom = nullptr;
+  size_t size = 0;
+  void* fake = nullptr;
+#endif
 };
 
-inline void switch_to(Context* from, Context* to) {
+// switch_to suspends the running context into from and resumes to; exiting
+// says from never runs again (a fiber that has finished).
+inline void switch_to(Context* from, Context* to, bool exiting = false) {
+#ifdef HONE_EMU_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(exiting ? nullptr : &from->fake, to->bottom, to->size);
+#else
+  (void)exiting;
+#endif
 #ifdef HONE_EMU_FAST_SWITCH
   hone_emu_switch(&from->sp, to->sp);
 #else
   swapcontext(&from->uc, &to->uc);
+#endif
+#ifdef HONE_EMU_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(from->fake, nullptr, nullptr);
+#endif
+}
+
+// fiber_started is the first thing a fiber's entry does: under
+// AddressSanitizer, completing the switch that started it and learning the
+// stack it came from (the scheduler's).
+inline void fiber_started([[maybe_unused]] Context* sched) {
+#ifdef HONE_EMU_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(nullptr, &sched->bottom, &sched->size);
 #endif
 }
 
 // start prepares c to run entry() on stack when first switched to; entry
 // must never return (it switches away for good).
 inline void start(Context* c, char* stack, size_t size, void (*entry)()) {
+#ifdef HONE_EMU_ASAN_FIBERS
+  // The stack is reused from fiber to fiber, and a fiber that finished (or
+  // was abandoned) left its frames' redzones poisoned.
+  ASAN_UNPOISON_MEMORY_REGION(stack, size);
+#endif
 #ifdef HONE_EMU_FAST_SWITCH
   // The frame hone_emu_switch pops: MXCSR and control word, six registers,
   // then entry as the return address, placed so that entry starts with the
@@ -209,6 +252,11 @@ inline void start(Context* c, char* stack, size_t size, void (*entry)()) {
   asm volatile("fnstcw %0" : "=m"(fcw));
   *--sp = uint64_t(mxcsr) | uint64_t(fcw) << 32;
   c->sp = sp;
+#ifdef HONE_EMU_ASAN_FIBERS
+  c->bottom = stack;
+  c->size = size;
+  c->fake = nullptr;
+#endif
 #else
   getcontext(&c->uc);
   c->uc.uc_stack.ss_sp = stack;
@@ -308,9 +356,6 @@ struct Runner {
   std::vector<uint32_t> warp_epoch;
   std::vector<Shadow> dyn_shadow;
   Region dyn_region{"dynamic shared memory", nullptr, 0, nullptr};
-  // The barrier dropped by a test (CUstream_st::drop_file, drop_line).
-  const char* drop_file = "";
-  int drop_line = 0;
   // Global-memory racecheck (only with HONE_EMU_STORE_HOOKS): the device
   // allocations as [base, end) sorted, taken at launch; the launch's writes
   // by halfword address.
@@ -325,8 +370,21 @@ struct Runner {
 inline constinit thread_local bool racecheck_on = false;
 inline constinit thread_local bool in_hook = false;
 
+// The scheduler's state read on every warp operation and barrier, also
+// constant-initialised thread_locals (runner's members each cost a call of
+// its TLS wrapper): the running fiber (runner.fibers[runner.cur]; null
+// outside a kernel thread, when runner.cur is -1), the scheduler's context,
+// and the barrier dropped by a test (CUstream_st::drop_file, drop_line).
+inline constinit thread_local Fiber* running = nullptr;
+inline constinit thread_local Context* sched_ctx = nullptr;
+inline constinit thread_local const char* drop_file = "";
+inline constinit thread_local int drop_line = 0;
+
 // HONE_EMU_UNHOOKED marks the shim's code that must not call the store
-// hooks: the hooks themselves and the atomics, which record themselves.
+// hooks: the hooks themselves and the atomics, which record themselves;
+// also shared-memory racecheck's bookkeeping (record, check_word, ordered),
+// which runs on every shared-memory access and stores only to its shadow
+// words, host memory the hooks would look up and ignore.
 // The compiler treats its instrumentation calls as leaf functions that
 // read no program state, so a flag set around instrumented code could be
 // reordered past them; uninstrumented code needs no flag. (Only in the
@@ -348,82 +406,82 @@ inline void fail(const std::string& msg) {
   if (runner.error.empty()) runner.error = msg;
 }
 
-inline Fiber& self() { return runner.fibers[runner.cur]; }
+inline Fiber& self() { return *running; }
 
 // park stops the running fiber until the scheduler releases it.
 inline void park(Wait w) {
   Fiber& f = self();
   f.wait = w;
-  switch_to(&f.ctx, &runner.sched);
+  switch_to(&f.ctx, sched_ctx);
 }
 
 // fiber_main is every fiber's entry: run the kernel body as thread
 // runner.cur, then hand control back to the scheduler for good.
 inline void fiber_main() {
+  fiber_started(sched_ctx);
   (*runner.body)();
   Fiber& f = self();
   f.wait = Wait::done;
-  switch_to(&f.ctx, &runner.sched);
+  switch_to(&f.ctx, sched_ctx, true);
   __builtin_unreachable();
 }
 
 // release_warp resolves a warp rendezvous once every live lane is there:
 // each lane's result is its source lane's deposit (shuffles) or the ballot.
+// (runner is a thread_local with a constructor: each access of it by name
+// calls its TLS wrapper, so the scheduler's loops, which run once per warp
+// operation of every lane, take it once; the lanes' states are bit masks.)
 inline bool release_warp(unsigned w, size_t n) {
-  size_t lo = size_t(w) * 32, hi = lo + 32 < n ? lo + 32 : n;
-  bool any = false;
-  for (size_t i = lo; i < hi; i++) {
-    Wait s = runner.fibers[i].wait;
+  Runner& r = runner;
+  Fiber* const fs = r.fibers.data();
+  const size_t lo = size_t(w) * 32, hi = lo + 32 < n ? lo + 32 : n;
+  // live: the lanes waiting at the rendezvous; slots: those of them whose
+  // deposit is non-zero (a ballot's predicate). From the last lane down: under
+  // eager warps this runs each time a lane parks, and the lanes above it have
+  // not run yet.
+  unsigned live = 0;
+  uint64_t slots = 0;
+  for (size_t i = hi; i-- > lo;) {
+    const Wait s = fs[i].wait;
     if (s == Wait::done) continue;
     if (s != Wait::warp) return false;
-    any = true;
+    live |= 1u << (i - lo);
+    if (fs[i].slot) slots |= uint64_t(1) << (i - lo);
   }
-  if (!any) return false;
+  if (!live) return false;
   // The rendezvous orders the accesses of the lanes before it against those
   // after it (racecheck's warp epoch) when every waiting lane named all of
   // them; a partial mask orders nothing, conservatively.
-  unsigned live = 0;
-  for (size_t i = lo; i < hi; i++) {
-    if (runner.fibers[i].wait == Wait::warp) live |= 1u << (i - lo);
-  }
   bool full = true;
   for (size_t i = lo; i < hi; i++) {
-    const Fiber& f = runner.fibers[i];
+    const Fiber& f = fs[i];
     if (f.wait == Wait::warp && (f.mask & live) != live) full = false;
   }
-  if (full) runner.warp_epoch[w]++;
+  if (full) r.warp_epoch[w]++;
   for (size_t i = lo; i < hi; i++) {
-    Fiber& f = runner.fibers[i];
+    Fiber& f = fs[i];
     if (f.wait != Wait::warp) continue;
-    for (unsigned l = 0; l < 32; l++) {
-      if (!(f.mask >> l & 1)) continue;
-      size_t j = lo + l;
-      if (j >= hi || runner.fibers[j].wait != Wait::warp) {
-        fail("warp operation: mask names lane " + std::to_string(l) + " of warp " + std::to_string(w) +
-             ", which does not exist or has exited");
-      }
+    // A lane named in the mask that does not exist or has exited (only the
+    // first one reaches the report: fail keeps the first error).
+    if (const unsigned gone = f.mask & ~live) {
+      fail("warp operation: mask names lane " + std::to_string(__builtin_ctz(gone)) + " of warp " + std::to_string(w) +
+           ", which does not exist or has exited");
     }
     switch (f.op) {
       case WarpOp::shfl: {
         size_t j = lo + size_t(f.src);
-        f.result = (f.src >= 0 && j < hi && runner.fibers[j].wait == Wait::warp) ? runner.fibers[j].slot : f.slot;
+        f.result = (f.src >= 0 && j < hi && fs[j].wait == Wait::warp) ? fs[j].slot : f.slot;
         break;
       }
-      case WarpOp::ballot: {
-        uint64_t b = 0;
-        for (size_t j = lo; j < hi; j++) {
-          const Fiber& g = runner.fibers[j];
-          if (g.wait == Wait::warp && (f.mask >> (j - lo) & 1) && g.slot) b |= uint64_t(1) << (j - lo);
-        }
-        f.result = b;
+      case WarpOp::ballot:
+        f.result = slots & f.mask;
         break;
-      }
       case WarpOp::sync:
         break;
     }
   }
   for (size_t i = lo; i < hi; i++) {
-    if (runner.fibers[i].wait == Wait::warp) runner.fibers[i].wait = Wait::none;
+    if (fs[i].wait == Wait::warp) fs[i].wait = Wait::none;
   }
   return true;
 }
@@ -441,42 +499,46 @@ inline bool release_warp(unsigned w, size_t n) {
 //     before the slow ones read it.
 inline void run_block(bool eager_warps) {
   const size_t n = size_t(blockDim.x) * blockDim.y * blockDim.z;
-  runner.fibers.assign(n, Fiber{});
-  runner.warp_epoch.assign((n + 31) / 32, 0);
-  runner.phase++;  // a new block: every shared-memory record is stale
-  while (runner.stacks.size() < n) runner.stacks.push_back(static_cast<char*>(std::malloc(kStack)));
+  Runner& r = runner;  // once: see release_warp
+  r.fibers.assign(n, Fiber{});
+  r.warp_epoch.assign((n + 31) / 32, 0);
+  r.phase++;  // a new block: every shared-memory record is stale
+  while (r.stacks.size() < n) r.stacks.push_back(static_cast<char*>(std::malloc(kStack)));
   for (size_t i = 0; i < n; i++) {
-    Fiber& f = runner.fibers[i];
+    Fiber& f = r.fibers[i];
     f.tid = uint3{unsigned(i % blockDim.x), unsigned(i / blockDim.x % blockDim.y),
                   unsigned(i / (size_t(blockDim.x) * blockDim.y))};
     f.lane = unsigned(i % 32);
     f.warp = unsigned(i / 32);
-    f.stack = runner.stacks[i];
+    f.stack = r.stacks[i];
     start(&f.ctx, f.stack, kStack, fiber_main);
   }
   size_t live = n;
+  sched_ctx = &r.sched;
   for (;;) {
     for (size_t i = 0; i < n; i++) {
-      Fiber& f = runner.fibers[i];
+      Fiber& f = r.fibers[i];
       if (f.wait != Wait::none) continue;
-      runner.cur = int(i);
+      r.cur = int(i);
+      running = &f;
       threadIdx = f.tid;
-      switch_to(&runner.sched, &f.ctx);
+      switch_to(&r.sched, &f.ctx);
       if (f.wait == Wait::done) live--;
       if (eager_warps && (f.wait == Wait::warp || f.wait == Wait::done) && release_warp(f.warp, n)) {
         i = size_t(f.warp) * 32 - 1;  // run this warp again from its first lane
       }
     }
-    runner.cur = -1;
+    r.cur = -1;
+    running = nullptr;
     if (live == 0) return;
     bool released = false;
     size_t at_barrier = 0;
-    for (const Fiber& f : runner.fibers) at_barrier += f.wait == Wait::block;
+    for (const Fiber& f : r.fibers) at_barrier += f.wait == Wait::block;
     if (at_barrier == live) {
-      for (Fiber& f : runner.fibers) {
+      for (Fiber& f : r.fibers) {
         if (f.wait == Wait::block) f.wait = Wait::none;
       }
-      runner.phase++;  // the barrier orders everything before it
+      r.phase++;  // the barrier orders everything before it
       released = true;
     } else {
       for (unsigned w = 0; w * 32 < n; w++) released |= release_warp(w, n);
@@ -507,8 +569,8 @@ inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, 
   // report (record) still lets the access through.
   runner.dyn.resize(smem + 32);
   racecheck_on = stream && stream->racecheck;
-  runner.drop_file = stream ? stream->drop_file : "";
-  runner.drop_line = stream ? stream->drop_line : 0;
+  drop_file = stream ? stream->drop_file : "";
+  drop_line = stream ? stream->drop_line : 0;
   uintptr_t dyn = (reinterpret_cast<uintptr_t>(runner.dyn.data()) + 15) & ~uintptr_t(15);
   if (racecheck_on) runner.dyn_shadow.resize(smem / 4 + 1);
   runner.dyn_region = Region{"dynamic shared memory", reinterpret_cast<unsigned char*>(dyn), smem,
@@ -535,7 +597,7 @@ inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, 
   }
   runner.body = nullptr;
   racecheck_on = false;
-  runner.drop_line = 0;
+  drop_line = 0;
   if (!runner.error.empty()) runner.last = cudaErrorLaunchFailure;
   return runner.last;
 }
@@ -560,16 +622,18 @@ inline std::string thread_name(int32_t t) {
 // ordered reports whether thread a's access at warp epoch ea happens before
 // the running thread b's access in the current phase: program order within
 // a thread, or a completed rendezvous of their warp since a's access.
-inline bool ordered(int32_t a, uint32_t ea, int32_t b) {
+HONE_EMU_UNHOOKED inline bool ordered(int32_t a, uint32_t ea, int32_t b) {
   if (a == b) return true;
+  Runner& runner = emu::runner;  // once (see release_warp)
   const size_t w = size_t(a) / 32;
   return w == size_t(b) / 32 && runner.warp_epoch[w] != ea;
 }
 
 inline const char* verb(Access a) { return a == Access::read ? "read" : a == Access::write ? "wrote" : "atomically updated"; }
 
-// hazard fails the launch with the first hazard's context.
-inline void hazard(const char* kind, const Region* r, size_t word, int32_t first, Access fa, Access second) {
+// hazard fails the launch with the first hazard's context (out of line, as
+// out_of_region below, to keep check_word's frame small).
+__attribute__((noinline)) inline void hazard(const char* kind, const Region* r, size_t word, int32_t first, Access fa, Access second) {
   fail(std::string("racecheck: ") + kind + " hazard on shared memory in " + runner.kernel + ", block (" +
        std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
        "): thread " + thread_name(first) + " " + verb(fa) + " and thread " + thread_name(runner.cur) + " " +
@@ -578,7 +642,8 @@ inline void hazard(const char* kind, const Region* r, size_t word, int32_t first
 }
 
 // check_word applies one access of the running thread to one word.
-inline void check_word(const Region* r, size_t word, Access acc) {
+HONE_EMU_UNHOOKED inline void check_word(const Region* r, size_t word, Access acc) {
+  Runner& runner = emu::runner;  // once (see release_warp): this runs for every access
   Shadow& s = r->shadow[word];
   const int32_t t = runner.cur;
   const uint32_t e = runner.warp_epoch[size_t(t) / 32];
@@ -633,15 +698,25 @@ inline void check_word(const Region* r, size_t word, Access acc) {
   }
 }
 
+// out_of_region fails the launch for an access of bytes bytes at byte off
+// of region r that does not lie inside it (out of line: the message's
+// temporaries would give record a large frame, which AddressSanitizer
+// poisons and unpoisons on every call).
+__attribute__((noinline)) inline void out_of_region(const Region* r, size_t off, size_t bytes) {
+  fail(std::string("racecheck: ") + runner.kernel + ", thread " + thread_name(runner.cur) + ": access of " +
+       std::to_string(bytes) + " bytes at byte " + std::to_string(ptrdiff_t(off)) + " of " + r->name + " (" +
+       std::to_string(r->bytes) + " bytes)");
+}
+
 // record checks an access of bytes bytes at p in region r (when racecheck
 // is on): every 4-byte word it touches, and the bounds of the region.
-inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
-  if (!racecheck_on || runner.cur < 0 || !runner.error.empty()) return;
+HONE_EMU_UNHOOKED inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
+  if (!racecheck_on || !running) return;
+  Runner& runner = emu::runner;  // once (see release_warp): this runs for every access
+  if (!runner.error.empty()) return;
   const size_t off = size_t(static_cast<const unsigned char*>(p) - r->base);
   if (off >= r->bytes || r->bytes - off < bytes) {
-    fail(std::string("racecheck: ") + runner.kernel + ", thread " + thread_name(runner.cur) + ": access of " +
-         std::to_string(bytes) + " bytes at byte " + std::to_string(ptrdiff_t(off)) + " of " + r->name + " (" +
-         std::to_string(r->bytes) + " bytes)");
+    out_of_region(r, off, bytes);
     return;
   }
   for (size_t w = off / 4; w <= (off + bytes - 1) / 4 && runner.error.empty(); w++) check_word(r, w, acc);
@@ -655,11 +730,23 @@ inline void record(const Region* r, const void* p, size_t bytes, Access acc) {
 // the same block and a __syncthreads (or their warp's rendezvous) orders
 // them.
 HONE_EMU_UNHOOKED inline void global_write(uintptr_t a, size_t bytes, bool atomic) {
-  if (in_hook || !racecheck_on || runner.cur < 0 || !runner.error.empty()) return;
-  const Fiber& f = runner.fibers[size_t(runner.cur)];
+  if (in_hook || !racecheck_on || !running) return;
+  const Fiber& f = *running;
   if (a - reinterpret_cast<uintptr_t>(f.stack) < kStack) return;  // the thread's own stack
-  auto it = std::upper_bound(runner.dev.begin(), runner.dev.end(), std::make_pair(a, ~uintptr_t(0)));
-  if (it == runner.dev.begin() || a >= (--it)->second) return;  // not device memory
+  Runner& runner = emu::runner;  // once (see release_warp): this runs for every store
+  if (!runner.error.empty()) return;
+  // The allocation holding a: the last one that starts at or below it, by a
+  // binary search written out (std::upper_bound is instrumented, so this
+  // function could not inline it: a call per store).
+  const std::pair<uintptr_t, uintptr_t>* dev = runner.dev.data();
+  size_t lo = 0, hi = runner.dev.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (dev[mid].first <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || a >= dev[lo - 1].second) return;  // not device memory
+  const std::pair<uintptr_t, uintptr_t>* it = &dev[lo - 1];
   in_hook = true;  // the map's code (instrumented, not inlined here) stores too
   const GWrite mine{runner.phase, blockIdx, f.tid, runner.cur, runner.warp_epoch[size_t(runner.cur) / 32], atomic, true};
   auto same_block = [](const GWrite& x, const GWrite& y) {
@@ -790,7 +877,7 @@ inline sptr<T> dynamic_shared_ptr() {
 template <class T>
 inline T warp_exchange(WarpOp op, unsigned mask, T v, int src) {
   static_assert(sizeof(T) <= 8, "warp operations move at most 8 bytes");
-  if (runner.cur < 0) {
+  if (!running) {
     fail("warp operation outside a kernel");
     return v;
   }
@@ -812,11 +899,11 @@ inline T warp_exchange(WarpOp op, unsigned mask, T v, int src) {
 // The call site (file, line) comes in through default arguments so that a
 // test can drop one barrier (CUstream_st::drop_line) as if it were deleted.
 inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-  if (emu::runner.cur < 0) {
+  if (!emu::running) {
     emu::fail("__syncthreads outside a kernel");
     return;
   }
-  if (line == emu::runner.drop_line && emu::same_file(file, emu::runner.drop_file)) return;
+  if (line == emu::drop_line && emu::same_file(file, emu::drop_file)) return;
   emu::park(emu::Wait::block);
 }
 

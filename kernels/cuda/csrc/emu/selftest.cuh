@@ -43,6 +43,17 @@ __global__ void exited_lane_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, float(threadIdx.x), 1);
 }
 
+// partial_ballot_kernel: in each warp of 64 threads, lanes 0..15 take a
+// ballot over their half (mask 0x0000ffff) and lanes 16..31 over theirs,
+// of t % 5 == 0; each thread writes the low and the high 16 bits (a float
+// holds 16 bits exactly).
+__global__ void partial_ballot_kernel(float* out) {
+  const unsigned t = threadIdx.x, lane = t % 32;
+  const unsigned b = __ballot_sync(lane < 16 ? 0x0000ffffu : 0xffff0000u, t % 5 == 0);
+  out[2 * t] = float(b & 0xffffu);
+  out[2 * t + 1] = float(b >> 16);
+}
+
 // ---- racecheck self-tests: kernels with one deliberate hazard each (and
 // the race-free counterparts that must not be reported), 64 threads.
 
@@ -172,8 +183,8 @@ __global__ void global_atomic_plain_kernel(float* out) {
 // plain read after atomics, 9 warp-synchronous, 10 across warps, 11
 // block_max twice, 12 dynamic shared memory out of bounds; global memory,
 // with the store hooks: 13 WAW, 14 atomics, 15 ordered by a barrier, 16
-// WAW across blocks, 17 atomic and plain) into host (320 floats), returning
-// 0 or -1 with the launch error in err.
+// WAW across blocks, 17 atomic and plain; 18 ballots over half a warp)
+// into host (320 floats), returning 0 or -1 with the launch error in err.
 // racecheck turns racecheck on; drop_line > 0 drops the __syncthreads at
 // drop_file:drop_line (see CUstream_st).
 extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file, int drop_line, float* host,
@@ -219,6 +230,7 @@ extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file
     case 15: HONE_LAUNCH(global_ordered_kernel, 1, 64, 0, &s, out); break;
     case 16: HONE_LAUNCH(global_cross_block_kernel, 2, 64, 0, &s, out); break;
     case 17: HONE_LAUNCH(global_atomic_plain_kernel, 1, 64, 0, &s, out); break;
+    case 18: HONE_LAUNCH(partial_ballot_kernel, 1, 64, 0, &s, out); break;
     default: snprintf(err, errlen, "no self-test %d", which); return -1;
   }
   cudaError_t e = cudaGetLastError();

@@ -2,12 +2,13 @@
 // only with HONE_EMU_STORE_HOOKS, together with GCC's kernel-address
 // instrumentation in outline mode (TestRacecheckGlobal sets the flags):
 //   -fsanitize=kernel-address --param=asan-instrumentation-with-call-threshold=0
-//   --param=asan-stack=0 --param=asan-globals=0
+//   --param=asan-stack=0 --param=asan-globals=0 --param=asan-instrument-reads=0
 // which makes the compiler call __asan_storeN_noabort(address) before every
-// store and __asan_loadN_noabort before every load of the translation unit,
-// with no runtime library: the functions below are the whole runtime. Loads
-// are ignored; stores go to emu::global_write, which keeps those that land
-// in device allocations during a launch under racecheck. The kernels' .cu
+// store of the translation unit (loads are not instrumented), with no
+// runtime library: the functions below are the whole runtime. Stores go to
+// emu::global_write, which keeps those that land in device allocations
+// during a launch under racecheck; the load hooks are there for a build
+// that instruments loads too, and ignore them. The kernels' .cu
 // sources are untouched: the instrumentation is the hook.
 #pragma once
 
