@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static build-cuda run test test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
+.PHONY: all build build-static build-cuda run test test-long test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -55,6 +55,14 @@ deps:
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+# The long suites, which .ci/run runs after make test (about 20 minutes on
+# 2 cores): the crash test with 100 kills, 2 minutes of soak at 500 calls/s,
+# and every fuzz target for 30 s.
+test-long: build
+	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -timeout 30m ./capture/crashtest/
+	$(GO) run ./bench/soak -hone $(BIN) -duration 2m
+	$(MAKE) fuzz
 
 test-go:
 	$(GO) test $(PKGS)
