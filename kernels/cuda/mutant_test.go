@@ -23,6 +23,12 @@ type mutant struct {
 	// it with the store hooks (global memory; see TestRacecheckGlobal).
 	race      string
 	raceHooks bool
+	// long: only with HONE_TEST_LONG set (make test-long). make test keeps
+	// one mutant per way of catching one (a value, the eager-warps
+	// schedule with racecheck on shared memory, racecheck on global
+	// memory, AddressSanitizer, cuBLASLt's argument checks): each costs a
+	// build of the package.
+	long bool
 }
 
 var mutants = []mutant{
@@ -33,6 +39,7 @@ var mutants = []mutant{
 		from: "const int32_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;",
 		to:   "const int32_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;",
 		test: "TestConformanceEmulated/fast/passes/BF16",
+		long: true,
 	},
 	{
 		// The heuristic assumes 256-byte aligned operands unless told.
@@ -49,6 +56,7 @@ var mutants = []mutant{
 		to:   "  v = warp_sum(v);\n  if (lane == 0) partial[warp] = v;\n",
 		test: "TestConformanceEmulated/fast/passes/RMSNorm",
 		race: "TestConformanceRacecheck/fast/RMSNorm",
+		long: true,
 	},
 	{
 		// Caught only when a warp runs ahead (the eager-warps schedule):
@@ -70,6 +78,7 @@ var mutants = []mutant{
 		from: "  v = lane < warps ? partial[lane] : -INFINITY;\n  v = warp_max(v);\n  __syncthreads();\n",
 		to:   "  v = lane < warps ? partial[lane] : -INFINITY;\n  v = warp_max(v);\n",
 		race: "TestRacecheckSelftest/block_max_twice",
+		long: true,
 	},
 	{
 		name: "off-by-one block index in rmsnorm_kernel2",
@@ -85,6 +94,7 @@ var mutants = []mutant{
 		to:   "        for (int d = 0; d < D; d++) acc[d] += p * vs[jj * D + d];\n      }\n    }\n",
 		test: "TestConformanceEmulated/fast/passes/Attention",
 		race: "TestConformanceRacecheck/fast/Attention",
+		long: true,
 	},
 	{
 		name: "off-by-one causal mask in attention_bwd_dkdv_kernel",
@@ -92,6 +102,7 @@ var mutants = []mutant{
 		from: "if (a.past + i0 + ii < j) continue;",
 		to:   "if (a.past + i0 + ii <= j) continue;",
 		test: "TestConformanceEmulated/fast/passes/Attention",
+		long: true,
 	},
 	{
 		// Blocks overlap by one element: for out-of-place ops both writers
@@ -113,6 +124,7 @@ var mutants = []mutant{
 		from: "    int b = kRadixBins - 1;\n",
 		to:   "    int b = kRadixBins - 2;\n",
 		test: "TestConformanceEmulated/fast/passes/Sample",
+		long: true,
 	},
 	{
 		// One tie too many at the k-th key: it overwrites the first
@@ -122,6 +134,7 @@ var mutants = []mutant{
 		from: "return k > key || (k == key && seen++ < keep);",
 		to:   "return k > key || (k == key && seen++ <= keep);",
 		test: "TestConformanceEmulated/fast/passes/Sample",
+		long: true,
 	},
 	{
 		// Thread j == width adds a column past the end of dst: every value
@@ -140,7 +153,9 @@ var mutants = []mutant{
 // applies the edit, and runs the conformance subtest, which must fail (and
 // fail in the suite, not in the build); a missing barrier must also be
 // reported by racecheck. (TestRacecheckCatchesEveryMissingBarrier drops
-// every barrier in turn without recompiling; these are real edits.)
+// every barrier in turn without recompiling; these are real edits.) make
+// test runs five of them, one per way of catching a mutant; HONE_TEST_LONG=1
+// (make test-long) runs all.
 func TestMutantsFail(t *testing.T) {
 	// Parallel: a rebuild and run in a subprocess, mostly waiting on one
 	// core; the package's other subprocess tests use the other.
@@ -154,6 +169,9 @@ func TestMutantsFail(t *testing.T) {
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
+			if m.long && !longTests() {
+				t.Skip("set HONE_TEST_LONG=1 (make test-long) to run every mutant")
+			}
 			mod := t.TempDir()
 			pkg := filepath.Join(mod, "cuda")
 			copyPackage(t, ".", pkg)
@@ -232,6 +250,10 @@ func TestMutantsFail(t *testing.T) {
 		})
 	}
 }
+
+// longTests reports whether HONE_TEST_LONG is set (make test-long): the
+// tests then run in full what make test runs a representative part of.
+func longTests() bool { return os.Getenv("HONE_TEST_LONG") != "" }
 
 // copyPackage copies the package's Go files (tests but this one), emu.cc
 // and csrc/ to dst.
