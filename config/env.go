@@ -63,6 +63,7 @@ func applyEnv(c *Config, env []string) error {
 //	HONE_SESSION, HONE_TASK, HONE_REWARD   what the example agents send as hone's headers (examples/*.mjs)
 //	HONE_UPDATE_GOLDEN                     tests rewrite their golden files
 //	HONE_CRASH_ROUNDS                      rounds of the crash-recovery test (make crash-test)
+//	HONE_TEST_LONG                         the long variants of tests (make test-long: every CUDA mutant)
 //	HONE_BENCH_*                           benchmark knobs (bench/, *_bench_test.go)
 //	HONE_EXPECT, HONE_MAX_TOKENS           acceptance/*.mjs and examples/*.mjs
 //	HONE_KERNELS                           forces a kernels/cpu variant (generic, avx2)
@@ -76,6 +77,7 @@ var OtherEnv = []string{
 	"HONE_SESSION", "HONE_TASK", "HONE_REWARD",
 	"HONE_UPDATE_GOLDEN",
 	"HONE_CRASH_ROUNDS",
+	"HONE_TEST_LONG",
 	"HONE_BENCH_*",
 	"HONE_EXPECT", "HONE_MAX_TOKENS",
 	"HONE_KERNELS",
