@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -264,6 +265,7 @@ type server struct {
 	data    string
 	control string
 	logs    *bytes.Buffer
+	exited  chan struct{} // closed once the process has been waited for
 }
 
 func freeAddr() (string, error) {
@@ -275,7 +277,22 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// startServe starts hone serve on free ports. A port freeAddr found free
+// can be taken before hone binds it (the load's client connections use
+// ephemeral ports too): hone then exits at once saying so, and is started
+// again on other ports.
 func startServe(bin, data, engine string) (*server, error) {
+	for try := 0; ; try++ {
+		s, err := startServeOnce(bin, data, engine)
+		if err == nil || !errors.Is(err, errPortTaken) || try == 4 {
+			return s, err
+		}
+	}
+}
+
+var errPortTaken = errors.New("a port was taken before hone bound it")
+
+func startServeOnce(bin, data, engine string) (*server, error) {
 	da, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -290,8 +307,19 @@ func startServe(bin, data, engine string) (*server, error) {
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
+	s.exited = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			out := s.logs.String()
+			if strings.Contains(out, "address already in use") {
+				return nil, fmt.Errorf("%w: %s", errPortTaken, out)
+			}
+			return nil, fmt.Errorf("hone exited before it was ready; output:\n%s", out)
+		default:
+		}
 		if get(s.control+"/healthz") == http.StatusOK && get(s.data+"/v1/models") == http.StatusOK {
 			return s, nil
 		}
@@ -303,7 +331,7 @@ func startServe(bin, data, engine string) (*server, error) {
 
 func (s *server) kill() {
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	<-s.exited
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}
