@@ -47,7 +47,7 @@ type Publisher struct {
 	// Rollouts, when set, makes each published adapter a candidate of a
 	// guarded rollout instead of swapping it in for everyone.
 	Rollouts Rollouts
-	HTTP    *http.Client // nil: a client with a 60 s timeout
+	HTTP     *http.Client // nil: a client with a 60 s timeout
 	// DrainTimeout bounds the wait for the old version's calls to finish
 	// before it is unloaded anyway (0: 2 minutes).
 	DrainTimeout time.Duration
