@@ -281,3 +281,41 @@ func TestBOSForTextPrompts(t *testing.T) {
 		t.Fatalf("tokenize %s", b)
 	}
 }
+
+// With an API key every route but the health probes needs it, the
+// administration routes included.
+func TestAPIKey(t *testing.T) {
+	tok := newTestTokenizer(t)
+	e := newEngine(Options{ServedModelName: testModel, APIKey: "sk-engine"}, modelParts{lm: &hashLM{vocab: tok.VocabSize()},
+		tok: tok, maxModelLen: 64, defaults: genDefaults{Temperature: 1, TopP: 1}})
+	srv := httptest.NewServer(e.Handler())
+	defer func() { srv.Close(); e.Close() }()
+	do := func(method, path, auth string) int {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"lora_name":"x","lora_path":"/tmp/x"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"GET", "/health", "", 200},
+		{"GET", "/v1/models", "", 401},
+		{"GET", "/v1/models", "Bearer wrong", 401},
+		{"GET", "/v1/models", "Bearer sk-engine", 200},
+		{"POST", "/v1/load_lora_adapter", "", 401},
+		{"POST", "/sleep", "", 401},
+		{"POST", "/v1/chat/completions", "sk-engine", 401},
+	} {
+		if got := do(c.method, c.path, c.auth); got != c.want {
+			t.Errorf("%s %s with %q: %d, want %d", c.method, c.path, c.auth, got, c.want)
+		}
+	}
+}

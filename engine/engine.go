@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hone-rl/hone/model/tokenizer"
@@ -92,9 +94,24 @@ func (e *Engine) model() lm { return e.sched.currentLM() }
 // Handler returns the engine's HTTP API.
 func (e *Engine) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !e.authorized(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":"Unauthorized"}`)) // vLLM's answer to a missing or wrong key
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		e.mux.ServeHTTP(w, r)
 	})
+}
+
+// authorized checks Options.APIKey: health probes need none.
+func (e *Engine) authorized(r *http.Request) bool {
+	if e.opts.APIKey == "" || r.URL.Path == "/health" || r.URL.Path == "/ping" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(e.opts.APIKey)) == 1
 }
 
 // ModelName is the served base model name.

@@ -57,6 +57,11 @@ type Options struct {
 	// /is_sleeping, /collective_rpc and /reset_prefix_cache (served by
 	// default, as vLLM with --enable-sleep-mode and VLLM_SERVER_DEV_MODE).
 	DisableSleepMode bool `yaml:"disable_sleep_mode"`
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
+	// route but /health and /ping (vLLM's --api-key). hone serve sets a
+	// random one for its embedded engine, so nothing else on the host can
+	// call its inference or administration routes.
+	APIKey string `yaml:"-"`
 	// Threads is the CPU backend's worker count; 0 means all cores.
 	Threads int `yaml:"threads"`
 	// Backend names the compute backend hone serve opens for the engine:

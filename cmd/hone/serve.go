@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,6 +180,12 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 	if be.Name != backends.CPU {
 		opts.Device = be.Backend // the CPU backend is the engine's own, with opts.Threads
 	}
+	if c.Proxy.Upstream.APIKey == "" {
+		// Only hone may call the engine on its loopback port: another process
+		// on the host could otherwise load adapters or sleep it.
+		c.Proxy.Upstream.APIKey = randomKey()
+	}
+	opts.APIKey = c.Proxy.Upstream.APIKey
 	e, err := engine.New(ctx, opts)
 	if err != nil {
 		be.Close()
@@ -195,6 +203,13 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 	c.Embedded = opts
 	log.Info("embedded engine", "model", dir, "served_model_name", e.ModelName(), "addr", ln.Addr().String())
 	return &embedded{e: e, srv: srv, be: be}, nil
+}
+
+// randomKey is a fresh secret for the embedded engine.
+func randomKey() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "hone-engine-" + hex.EncodeToString(b)
 }
 
 // resolveModel picks the embedded engine's model: --model, else the shipped

@@ -125,7 +125,7 @@ func startTrainer(ctx context.Context, c *config.Config, store *capture.Store, s
 	}
 	pub := &publish.Publisher{Aliases: srv.Aliases(), Log: log}
 	for _, e := range c.Proxy.Upstream.Engines {
-		pub.Engines = append(pub.Engines, publish.Engine{URL: e.URL, Kind: e.Kind})
+		pub.Engines = append(pub.Engines, publish.Engine{URL: e.URL, Kind: e.Kind, APIKey: c.Proxy.Upstream.APIKey})
 	}
 	d := trainer.Deps{Policy: pol, Sources: []trainer.Source{trainer.StoreSource{Store: store}}, Publisher: pub,
 		GPU: gpu.Open(), Registry: reg, BaseModel: filepath.Base(filepath.Clean(modelDir)), ModelDir: modelDir, Log: log}
