@@ -12,6 +12,7 @@ const (
 	pTask    = 't'
 	pReady   = 'q'
 	pMeta    = 'm'
+	pConv    = 'C' // Responses API conversations (conversations.go)
 )
 
 const sep = 0

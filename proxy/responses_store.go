@@ -1,29 +1,103 @@
 package proxy
 
 import (
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/hone-rl/hone/capture"
 )
 
-// conversations keeps, per Responses API response id, the conversation up
-// to and including that response (chat messages, without the request's
-// instructions, which a follow-up does not inherit), so a request naming
-// previous_response_id continues it against an engine that keeps no state.
-// Bounded in count (proxy.responses.max) and age (proxy.responses.ttl);
-// kept in memory: a restart forgets them, and a follow-up then gets the
-// API's 404 for an unknown previous_response_id.
+// ConversationStore keeps, per Responses API response id, the conversation
+// up to and including that response (chat messages as JSON, without the
+// request's instructions, which a follow-up does not inherit), so a request
+// naming previous_response_id continues it against an engine that keeps no
+// state. Conversations are scoped by owner (the client key's id, "" without
+// client keys): another client's response id is unknown to it, as OpenAI
+// answers it (404 previous_response_not_found).
+//
+// PutConversation is called when a response with store (the default) ends,
+// before the agent has its end: it must not wait on disk. conv is not
+// changed afterwards, nor are the bytes Conversation returns. Conversation
+// reports a conversation unknown (or expired) with false and no error; an
+// error is a failure to read it.
+type ConversationStore interface {
+	PutConversation(owner, id string, conv []byte) error
+	Conversation(owner, id string) ([]byte, bool, error)
+}
+
+// The capture store keeps conversations across restarts (hone serve and
+// hone demo use it).
+var _ ConversationStore = (*capture.Conversations)(nil)
+
+// conversations is the Responses surface's access to the ConversationStore
+// in use: by default an in-memory LRU bounded in count
+// (proxy.responses.max) and age (proxy.responses.ttl), which a restart
+// forgets (a follow-up then gets the 404 for an unknown
+// previous_response_id); SetConversations replaces it, as hone serve does
+// with the capture store's (capture.Conversations: durable, see there).
 type conversations struct {
-	lru *expirable.LRU[string, []byte]
+	cs atomic.Pointer[convStore]
+}
+
+type convStore struct {
+	ConversationStore
+	log *slog.Logger
 }
 
 func newConversations(max int, ttl time.Duration) *conversations {
-	return &conversations{lru: expirable.NewLRU[string, []byte](max, nil, ttl)}
+	c := &conversations{}
+	c.cs.Store(&convStore{ConversationStore: newMemConversations(max, ttl), log: slog.Default()})
+	return c
 }
 
-// put keeps owner's conversation ending with response id.
-func (c *conversations) put(owner, id string, conv []byte) { c.lru.Add(owner+"\x00"+id, conv) }
+// SetConversations keeps the Responses API conversations in cs from now on
+// (the conversations kept before are not carried over: call it before
+// Serve). hone serve passes the capture store's, which survive a restart.
+func (s *Server) SetConversations(cs ConversationStore) {
+	s.responses.cs.Store(&convStore{ConversationStore: cs, log: s.log})
+}
 
-// get returns owner's conversation ending with response id. Another
-// client's response id is unknown to it, as OpenAI answers it.
-func (c *conversations) get(owner, id string) ([]byte, bool) { return c.lru.Get(owner + "\x00" + id) }
+// put keeps owner's conversation ending with response id. A failure is
+// logged: the response has been answered; a follow-up naming it gets 404.
+func (c *conversations) put(owner, id string, conv []byte) {
+	cs := c.cs.Load()
+	if err := cs.PutConversation(owner, id, conv); err != nil {
+		cs.log.Warn("responses: conversation not kept; a follow-up naming it gets 404",
+			"response", id, "err", err)
+	}
+}
+
+// get returns owner's conversation ending with response id. A store that
+// cannot be read is logged, and the conversation treated as unknown.
+func (c *conversations) get(owner, id string) ([]byte, bool) {
+	cs := c.cs.Load()
+	conv, ok, err := cs.Conversation(owner, id)
+	if err != nil {
+		cs.log.Error("responses: conversation store unreadable; previous_response_id answered as unknown",
+			"response", id[:min(len(id), 64)], "err", err)
+		return nil, false
+	}
+	return conv, ok
+}
+
+// memConversations is the default ConversationStore: in memory, bounded in
+// count and age; a restart forgets it.
+type memConversations struct {
+	lru *expirable.LRU[string, []byte]
+}
+
+func newMemConversations(max int, ttl time.Duration) *memConversations {
+	return &memConversations{lru: expirable.NewLRU[string, []byte](max, nil, ttl)}
+}
+
+func (m *memConversations) PutConversation(owner, id string, conv []byte) error {
+	m.lru.Add(owner+"\x00"+id, conv)
+	return nil
+}
+
+func (m *memConversations) Conversation(owner, id string) ([]byte, bool, error) {
+	conv, ok := m.lru.Get(owner + "\x00" + id)
+	return conv, ok, nil
+}

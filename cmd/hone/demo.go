@@ -193,6 +193,7 @@ func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string
 		stop()
 		return "", nil, err
 	}
+	srv.SetConversations(store.Conversations(c.Proxy.Responses.TTL, c.Proxy.Responses.Max)) // Responses API conversations survive a restart
 	tr, err := startTrainer(ctx, c, store, srv, reg, log)
 	if err != nil {
 		stop()

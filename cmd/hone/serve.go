@@ -77,6 +77,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srv.SetConversations(store.Conversations(c.Proxy.Responses.TTL, c.Proxy.Responses.Max)) // Responses API conversations survive a restart
 	go linkServedModel(ctx, &c, srv, log)
 	feedback := chi.NewRouter()
 	store.Routes(feedback)
