@@ -24,7 +24,6 @@ var (
 	errNoEngine     = &apiError{503, "service_unavailable", "no_healthy_engine", "no healthy engine serves this model", ""}
 	errUnreachable  = &apiError{502, "bad_gateway", "engine_unreachable", "engine unreachable", ""}
 	errTimeout      = &apiError{504, "timeout", "upstream_timeout", "engine did not answer in time", ""}
-	errNotFound     = &apiError{404, "invalid_request_error", "not_found", "no such route", ""}
 )
 
 // writeError answers ctx with an OpenAI-style JSON error.
