@@ -41,11 +41,14 @@ run: build
 # (installed from package-lock.json; skipped where a folder has none).
 # A folder is reinstalled when its lock file is newer than what npm last
 # installed (node_modules/.package-lock.json), so a moved version is picked up.
+# --loglevel=error: the packages ask for Node >= 22 and npm warns (EBADENGINE,
+# dozens of lines) when the system's Node is older, but the tests run them
+# with the Node 24 each folder installs (the npm package "node").
 deps:
 	@for d in $(NODE_DIRS); do \
 		if [ -f $$d/package-lock.json ] && { [ ! -f $$d/node_modules/.package-lock.json ] || \
 			[ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; }; then \
-			echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+			echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; \
 		fi; \
 	done
 
