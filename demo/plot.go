@@ -19,7 +19,7 @@ func PlotReward(rep Report, path string) error {
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("hone demo: held-out solve rate %.0f%% -> %.0f%%", 100*rep.Before.Rate, 100*rep.After.Rate)
-	p.X.Label.Text = "training round (one trainer step)"
+	p.X.Label.Text = "training round (one trainer batch: a step, unless its rewards were all equal)"
 	p.Y.Label.Text = "reward / solve rate"
 	// The legend sits in a band above the data (rates and rewards are in
 	// 0..1), where no curve runs under it; ticks stop at 1.

@@ -241,7 +241,7 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 				e.Solved, e.Total, 100*e.ToolUse, e.Duration)
 		},
 		OnRound: func(r demo.RoundStat) {
-			bar.Describe(fmt.Sprintf("step %d reward %.2f policy %s", r.Steps, r.Reward, orBase(r.Step)))
+			bar.Describe(fmt.Sprintf("round %d reward %.2f policy %s", r.Round, r.Reward, orBase(r.Step)))
 			_ = bar.Add(1)
 		},
 	}
