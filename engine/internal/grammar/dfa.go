@@ -13,6 +13,12 @@ type Automaton struct {
 	edges  [][]edge
 	eps    [][]int32
 	accept int32
+	// live marks the nodes from which the accept node is reachable, and
+	// stepping the nodes with a byte edge to a live node: states keep only
+	// those, so a state is Dead exactly when no output can complete it (an
+	// object key whose value schema admits nothing, such as enum [], never
+	// starts).
+	live, stepping []bool
 
 	mu        sync.Mutex
 	states    map[string]*State
@@ -55,6 +61,7 @@ func (b *Builder) Compile(f Frag) (*Automaton, error) {
 	}
 	a := &Automaton{edges: b.edges, eps: b.eps, accept: f.out, states: map[string]*State{},
 		mark: make([]uint32, len(b.edges))}
+	a.markLive()
 	// The fragment's nodes only: anything else the builder made is
 	// unreachable from f.in anyway.
 	a.start = a.intern(a.closure([]int32{f.in}))
@@ -62,6 +69,42 @@ func (b *Builder) Compile(f Frag) (*Automaton, error) {
 		return nil, fmt.Errorf("the constraint admits no output")
 	}
 	return a, nil
+}
+
+// markLive fills live (reverse reachability from the accept node over byte
+// and epsilon edges) and stepping.
+func (a *Automaton) markLive() {
+	n := len(a.edges)
+	rev := make([][]int32, n)
+	for from := range a.edges {
+		for _, e := range a.edges[from] {
+			rev[e.to] = append(rev[e.to], int32(from))
+		}
+		for _, to := range a.eps[from] {
+			rev[to] = append(rev[to], int32(from))
+		}
+	}
+	a.live, a.stepping = make([]bool, n), make([]bool, n)
+	a.live[a.accept] = true
+	stack := []int32{a.accept}
+	for len(stack) > 0 {
+		m := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range rev[m] {
+			if !a.live[p] {
+				a.live[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	for from := range a.edges {
+		for _, e := range a.edges[from] {
+			if a.live[e.to] {
+				a.stepping[from] = true
+				break
+			}
+		}
+	}
 }
 
 // canAccept reports whether the accept node is reachable from the start.
@@ -126,10 +169,11 @@ func (a *Automaton) closure(seeds []int32) []int32 {
 			}
 		}
 	}
-	// Keep only nodes that matter: with byte edges, or the accept node.
+	// Keep only nodes that matter: with a byte edge towards the accept
+	// node, or the accept node.
 	keep := out[:0]
 	for _, n := range out {
-		if len(a.edges[n]) > 0 || n == a.accept {
+		if a.stepping[n] || n == a.accept {
 			keep = append(keep, n)
 		}
 	}
@@ -158,7 +202,7 @@ func (a *Automaton) intern(nodes []int32) *State {
 		if n == a.accept {
 			s.accept = true
 		}
-		if len(a.edges[n]) > 0 {
+		if a.stepping[n] {
 			s.final = false
 		}
 	}
@@ -178,7 +222,7 @@ func (a *Automaton) step(s *State, c byte) *State {
 	var seeds []int32
 	for _, n := range s.nodes {
 		for _, e := range a.edges[n] {
-			if e.lo <= c && c <= e.hi {
+			if e.lo <= c && c <= e.hi && a.live[e.to] {
 				seeds = append(seeds, e.to)
 			}
 		}

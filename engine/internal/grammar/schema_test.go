@@ -335,3 +335,21 @@ func TestSchemaPatternSamples(t *testing.T) {
 		}
 	}
 }
+
+// A state from which no output can complete is Dead at once: a property
+// whose schema admits nothing (enum []) never starts, so constrained
+// decoding cannot walk into a dead end.
+func TestUnsatisfiableBranchIsDead(t *testing.T) {
+	a := compileSchema(t, `{"properties":{"a":{"type":"integer"},"b":{"enum":[]}},"required":["a"]}`, Options{})
+	for p, dead := range map[string]bool{`{"a": 1`: false, `{"b"`: true, `{"a": 1, "b"`: true, `{"a": 1, "b": `: true, `{"a": 1, "`: true} {
+		if got := a.Feed(a.Start(), []byte(p)).Dead(); got != dead {
+			t.Errorf("%s: dead %v, want %v", p, got, dead)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		if out, ok := randomWalk(a, rng, 200); ok && !a.Match(out) {
+			t.Fatalf("walk %q", out)
+		}
+	}
+}
