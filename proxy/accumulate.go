@@ -17,6 +17,7 @@ import (
 // have injected sit, so the strip needs no second parse.
 type accumulator struct {
 	route      string
+	renaming   bool // note the model's position: the answer gets the agent's name back (asked.renamed)
 	id         string
 	model      string
 	created    int64
@@ -89,7 +90,7 @@ func (a *accumulator) add(body string, delta bool) {
 			if a.model == "" {
 				a.model = v.String()
 			}
-			if v.Type == gjson.String {
+			if a.renaming && v.Type == gjson.String {
 				a.note(v, injModel)
 			}
 		case "created":

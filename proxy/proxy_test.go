@@ -78,23 +78,7 @@ type rawResponse struct {
 // post sends body over a fresh connection and reads the raw response.
 func post(t *testing.T, base, path string, body []byte, hdr map[string]string) *rawResponse {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: hone\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(body))
-	for k, v := range hdr {
-		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
-	}
-	b.WriteString("Connection: close\r\n\r\n")
-	b.Write(body)
-	if _, err := c.Write(b.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	return readRaw(t, bufio.NewReader(c))
+	return request(t, base, "POST", path, body, hdr)
 }
 
 func readRaw(t *testing.T, br *bufio.Reader) *rawResponse {

@@ -285,6 +285,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	s.routeRollout(c, c.verdict.Session)
 	if c.target != c.model && c.enc == nil { // translated APIs echo the request's model themselves
 		c.asked.renamed, _ = json.Marshal(c.model)
+		c.acc.renaming = true
 	}
 	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
