@@ -32,27 +32,7 @@ func TestLearningThroughProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("learning run")
 	}
-	dir := digitModel(t)
-	engineURL := serveEngineAs(t, dir, "base")
-	reg := prometheus.NewRegistry()
-	store, err := capture.Open(filepath.Join(t.TempDir(), "capture"), capture.DefaultOptions(), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL, Kind: "embedded"}}
-	o.Aliases = []proxy.AliasConfig{{Name: "agent", Target: "base", Names: []string{"base"}}}
-	s, err := proxy.New(o, store, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
-	base := "http://" + ln.Addr().String()
-	ctl := httptest.NewServer(proxy.NewControl(s, "", reg, store.Routes))
-	defer ctl.Close()
+	dir, engineURL, store, s, base, ctl := startDigitLoop(t)
 
 	opts := trainer.DefaultOptions()
 	opts.Name, opts.CheckpointDir, opts.BatchSessions, opts.MicroBatchTokens = "agent", t.TempDir(), 32, 512
@@ -188,4 +168,34 @@ func digitModel(t *testing.T) string {
 	return modeltest.Tiny(t, modeltest.Options{Seed: 7, EmbedScale: 3, Config: func(c *model.Config) {
 		c.MaxPositions, c.NumLayers = 128, 2
 	}})
+}
+
+// startDigitLoop is hone's loop over the wire around the digit model: the
+// embedded engine serving it as "base", a capture store, hone's data plane
+// (alias "agent", which "base" follows, as hone serve sets it up) and its
+// control plane. It returns the model folder, the engine's URL, the store,
+// the server and both planes' base URLs; all stop with the test.
+func startDigitLoop(t *testing.T) (string, string, *capture.Store, *proxy.Server, string, *httptest.Server) {
+	t.Helper()
+	dir := digitModel(t)
+	engineURL := serveEngineAs(t, dir, "base")
+	reg := prometheus.NewRegistry()
+	store, err := capture.Open(filepath.Join(t.TempDir(), "capture"), capture.DefaultOptions(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	o := proxy.DefaultOptions()
+	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL, Kind: "embedded"}}
+	o.Aliases = []proxy.AliasConfig{{Name: "agent", Target: "base", Names: []string{"base"}}}
+	s, err := proxy.New(o, store, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	ctl := httptest.NewServer(proxy.NewControl(s, "", reg, store.Routes))
+	t.Cleanup(ctl.Close)
+	return dir, engineURL, store, s, "http://" + ln.Addr().String(), ctl
 }

@@ -3,7 +3,6 @@ package acceptance
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,11 +11,9 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/kernels/cpu"
-	"github.com/hone-rl/hone/proxy"
 	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/publish"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // invertedSource feeds a trainer the store's ready experiences with their
@@ -46,27 +43,7 @@ func TestGuardedRolloutThroughProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("learning run")
 	}
-	dir := digitModel(t)
-	engineURL := serveEngineAs(t, dir, "base")
-	reg := prometheus.NewRegistry()
-	store, err := capture.Open(filepath.Join(t.TempDir(), "capture"), capture.DefaultOptions(), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL, Kind: "embedded"}}
-	o.Aliases = []proxy.AliasConfig{{Name: "agent", Target: "base", Names: []string{"base"}}}
-	s, err := proxy.New(o, store, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
-	base := "http://" + ln.Addr().String()
-	ctl := httptest.NewServer(proxy.NewControl(s, "", reg, store.Routes))
-	defer ctl.Close()
+	dir, engineURL, store, s, base, ctl := startDigitLoop(t)
 
 	ro := rollout.DefaultOptions()
 	ro.Steps, ro.MinSessions, ro.MaxLooks, ro.Margin = []float64{0.5}, 16, 8, 0.05
