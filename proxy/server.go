@@ -279,7 +279,11 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		Owner: owner})
 	if c.verdict.Refused != nil {
 		c.verdict.Capture = false
-		c.failEarly(ctx, errSessionOwned(s.opts.Headers.Session))
+		e := errSessionOwned(s.opts.Headers.Session)
+		if !errors.Is(c.verdict.Refused, capture.ErrSessionOwned) { // the owner could not be read
+			e = &apiError{503, "service_unavailable", "store_unavailable", "the session's owner cannot be read now", ""}
+		}
+		c.failEarly(ctx, e)
 		return
 	}
 	s.routeRollout(c, c.verdict.Session)

@@ -81,7 +81,7 @@ type Manager struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu     sync.Mutex
+	mu     sync.RWMutex                        // Route, on every aliased call, only reads (seen is safe for concurrent use)
 	dirty  map[string]bool                     // aliases whose evidence changed since they were saved
 	cur    map[string]*Rollout                 // by alias: running, or the last one decided
 	seen   map[string]*lru.Cache[string, bool] // by alias: sessions routed in this rollout → served by the candidate
@@ -178,8 +178,8 @@ func (m *Manager) List() []Rollout {
 // session keeps the version of its first call: a new one goes to the
 // candidate when its hash falls below the current share.
 func (m *Manager) Route(alias, session string) (Version, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	r, ok := m.cur[alias]
 	if !ok || r.Decision != Running {
 		return Version{}, false
