@@ -197,7 +197,7 @@ func textView(text string) engineView {
 		v.Results = append(v.Results, m[1])
 	}
 	for _, m := range userTurn.FindAllStringSubmatch(text, -1) {
-		if !strings.HasPrefix(m[1], "\n<tool_response>") {
+		if !strings.HasPrefix(m[1], "<tool_response>") {
 			v.Users = append(v.Users, m[1])
 		}
 	}
