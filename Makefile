@@ -61,12 +61,15 @@ test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
-# The long suites, which .ci/run runs after make test (about 20 minutes on
+# The long suites, which .ci/run runs after make test (about 22 minutes on
 # 2 cores): the crash test with 100 kills, all 12 CUDA mutants (make test
-# runs 5), 2 minutes of soak at 500 calls/s, and every fuzz target for 30 s.
+# runs 5), AgentScope learning through hone + its own vLLM with guarded
+# rollouts (about 2 minutes), 2 minutes of soak at 500 calls/s, and every
+# fuzz target for 30 s.
 test-long: build
 	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -timeout 30m ./capture/crashtest/
 	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestMutantsFail$$' -timeout 30m ./kernels/cuda/
+	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestAgentScopeLearnsWithGuardedRollout$$' -timeout 20m ./peers/
 	$(GO) run ./bench/soak -hone $(BIN) -duration 2m
 	$(MAKE) fuzz
 

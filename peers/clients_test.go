@@ -31,6 +31,7 @@ type honeStack struct {
 	data    string // data plane base URL
 	control string // control plane base URL
 	store   *capture.Store
+	srv     *proxy.Server
 }
 
 // startHoneStack starts a honeStack in front of engineURL; opt may change
@@ -71,7 +72,7 @@ func startHoneStack(t *testing.T, engineURL string, opt func(*proxy.Options)) *h
 		srv.Shutdown(ctx)
 		store.Close()
 	})
-	return &honeStack{data: "http://" + ln.Addr().String(), control: ctl.URL, store: store}
+	return &honeStack{data: "http://" + ln.Addr().String(), control: ctl.URL, store: store, srv: srv}
 }
 
 // session reads GET /v1/sessions/{id} from the control plane.
