@@ -93,6 +93,11 @@ func (o Options) AutocastOn(be string) bool {
 	return model.AutocastFor(o.Autocast, be != "cpu", o.WeightDTypeOn(be))
 }
 
+// CheckpointingOn reports whether passes on the backend named be use
+// activation checkpointing (Options.ActivationCheckpointing), as
+// LoadPolicy sets it.
+func (o Options) CheckpointingOn(be string) bool { return o.checkpointing(be) }
+
 // checkpointing reports whether passes on backend be checkpoint.
 func (o Options) checkpointing(be string) bool {
 	switch o.ActivationCheckpointing {

@@ -1,26 +1,42 @@
 // Command gpu measures a LoRA training step (forward, backward, AdamW over
 // a rank-16 LoRA on q, k, v, o, gate, up and down; base frozen) on a GPU,
-// for Qwen3-0.6B's and Qwen3-8B's shapes with random weights made in-process
-// (nothing is downloaded), and prints tokens/s and MFU.
+// for Qwen3-0.6B's and Qwen3-8B's shapes with random weights made on the
+// device (model.NewOnDevice: nothing is downloaded, and the host makes no
+// per-weight random numbers), and prints tokens/s, MFU and where the step's
+// time goes per op class (attention forward and backward, GEMMs, norms, LM
+// head and log-prob, optimizer, other ops, memory), timed by kernels/profile
+// (CUDA events on a GPU, the wall clock on the host).
 //
 //	go run ./bench/gpu [-backend auto|cuda|emulated|cpu] [-tiny] [-tokens 2048] [-steps 3] [-peak-tflops F]
+//	                   [-config hone.yaml] [-weight-dtype auto|float32|bfloat16] [-autocast auto|on|off]
+//	                   [-checkpointing auto|on|off] [-compare] [-profile=false] [-model DIR]
 //	make bench-gpu ARGS='...'
 //
+// It measures what hone serve --train runs: the base weights' dtype,
+// autocast and activation checkpointing come from the trainer's options
+// (trainer.weight_dtype, trainer.autocast, trainer.activation_checkpointing;
+// -config FILE and the HONE_TRAINER_* variables as hone serve reads them,
+// flags last), each "auto" by default, resolved for the backend as
+// trainer.LoadPolicy resolves them: on a GPU (and on the emulated CUDA
+// backend) bf16 weights, autocast and checkpointing; on the CPU float32
+// without either. -compare runs every shape twice, float32 weights and bf16
+// weights, side by side.
+//
 // The GPU backend needs a binary built with -tags cuda: make bench-gpu does
-// that (scripts/cuda/build.sh) where nvidia-smi exists. Without a GPU it prints "not measured: no GPU"
-// and exits 0: no GPU has run it yet, so every GPU figure of bench/RESULTS.md
-// reads "not measured". -backend emulated -tiny (or cpu -tiny) runs the same
+// that (scripts/cuda/build.sh) where nvidia-smi exists, and the GPU bundle
+// (make gpu-bundle) ships one. Without a GPU it prints "not measured: no
+// GPU" and exits 0. -backend emulated -tiny (or cpu -tiny) runs the same
 // code end to end on a small shape, to check the program itself; its
 // numbers say nothing about a GPU.
 //
-// The model runs in float32 (kernels.Backend has no bf16 storage yet) and
-// model/ keeps every layer's activations (no activation checkpointing yet),
-// so memory is estimated first; when the 8B shape does not fit in the GPU's
-// free memory it runs with fewer layers and says so. MFU counts the model's
-// FLOPs (frozen base: forward and input gradients, 4 FLOPs per weight and
-// token; LoRA: 6 per LoRA weight and token; causal attention: forward once,
-// backward twice) against the GPU's dense FP32 peak (what hone's SGEMM and
-// kernels can reach) and, for comparison, its dense BF16 tensor-core peak.
+// Memory is estimated first (weights in their dtype, activations as
+// checkpointing keeps them); when a shape does not fit in the GPU's free
+// memory it runs with fewer layers and says so. MFU counts the model's FLOPs
+// (frozen base: forward and input gradients, 4 FLOPs per weight and token;
+// LoRA: 6 per LoRA weight and token; causal attention: forward once,
+// backward twice; checkpointing's recomputed forward is not counted: it is
+// overhead) against the GPU's dense FP32 peak and its dense BF16
+// tensor-core peak.
 package main
 
 import (
@@ -31,13 +47,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/backends"
+	"github.com/hone-rl/hone/kernels/profile"
 	"github.com/hone-rl/hone/model"
+	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/gpu"
 	"github.com/hone-rl/hone/trainer/memplan"
 )
@@ -53,6 +73,7 @@ func main() {
 type shape struct {
 	name string
 	cfg  *model.Config
+	dir  string // -model: loaded from this folder instead of made
 }
 
 func qwen3Shape8B() *model.Config {
@@ -69,18 +90,32 @@ type options struct {
 	rank             int
 	peakTFLOPS       float64
 	freeBytes        int64 // memory the run may use (tests; 0: NVML's free memory)
+	configFile       string
+	// The trainer's settings ("" = the configured one, "auto" by default).
+	weightDType, autocast, checkpointing string
+	compare                              bool
+	profile                              bool
+	modelDir                             string
+	env                                  []string // HONE_* variables (os.Environ(); tests set their own)
 }
 
 func run(ctx context.Context, args []string, w io.Writer) error {
-	var o options
+	o := options{env: os.Environ()}
 	fs := flag.NewFlagSet("bench/gpu", flag.ContinueOnError)
 	fs.StringVar(&o.backend, "backend", backends.Auto, "auto (cuda if built and a GPU answers), cuda, emulated or cpu (the last two with -tiny)")
 	fs.StringVar(&o.variant, "variant", "", "kernel variant (cuda: readable or fast, default fast)")
 	fs.BoolVar(&o.tiny, "tiny", false, "the tiny preset instead of the Qwen3 shapes (checks the program end to end)")
 	fs.IntVar(&o.tokens, "tokens", 0, "tokens per step, one sequence (default 2048; 128 with -tiny)")
 	fs.IntVar(&o.steps, "steps", 3, "timed steps per shape (after one warm-up step)")
-	fs.IntVar(&o.rank, "rank", 16, "LoRA rank")
+	fs.IntVar(&o.rank, "rank", 0, "LoRA rank (default: trainer.lora.rank, 16)")
 	fs.Float64Var(&o.peakTFLOPS, "peak-tflops", 0, "the GPU's dense FP32 peak in TFLOP/s (default: from the GPU's name when known)")
+	fs.StringVar(&o.configFile, "config", "", "hone's YAML config: its trainer: section (weight_dtype, autocast, activation_checkpointing, lora.rank) as hone serve --train reads it, with the HONE_* variables")
+	fs.StringVar(&o.weightDType, "weight-dtype", "", "base weights: auto, float32 or bfloat16 (default: trainer.weight_dtype, auto: bfloat16 on a GPU)")
+	fs.StringVar(&o.autocast, "autocast", "", "auto, on or off (default: trainer.autocast, auto: on with bf16 weights on a GPU)")
+	fs.StringVar(&o.checkpointing, "checkpointing", "", "activation checkpointing: auto, on or off (default: trainer.activation_checkpointing, auto: on on a GPU)")
+	fs.BoolVar(&o.compare, "compare", false, "run every shape twice: float32 weights, then bf16 weights (autocast as set)")
+	fs.BoolVar(&o.profile, "profile", true, "after the timed steps, one more step timed per op class (CUDA events on a GPU)")
+	fs.StringVar(&o.modelDir, "model", "", "a model folder (config.json + safetensors) to load, in the weights' dtype, instead of the shapes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,8 +125,12 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			o.tokens = 128
 		}
 	}
-	if o.tokens < 2 || o.steps < 1 || o.rank < 1 {
+	if o.tokens < 2 || o.steps < 1 || o.rank < 0 {
 		return fmt.Errorf("-tokens %d, -steps %d, -rank %d: want >= 2, >= 1, >= 1", o.tokens, o.steps, o.rank)
+	}
+	topts, err := trainerOptions(o)
+	if err != nil {
+		return err
 	}
 	be, err := backends.Open(o.backend, o.variant)
 	switch {
@@ -106,10 +145,68 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		fmt.Fprintf(w, "not measured: no GPU (%s)\n", be.Fallback)
 		return nil
 	}
-	if be.Name != backends.CUDA && !o.tiny {
+	if be.Name != backends.CUDA && !o.tiny && o.modelDir == "" {
 		return fmt.Errorf("-backend %s runs the Qwen3 shapes at CPU speed (hours): use it with -tiny, or run on a GPU", be.Name)
 	}
-	return bench(ctx, w, be, o)
+	return bench(ctx, w, be, o, topts)
+}
+
+// trainerOptions are the trainer's options as hone serve --train reads
+// them (defaults < -config < HONE_* variables), then the flags.
+func trainerOptions(o options) (trainer.Options, error) {
+	c, err := config.Load(o.configFile, o.env)
+	if err != nil {
+		return trainer.Options{}, err
+	}
+	t := c.Trainer
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{o.weightDType, &t.WeightDType}, {o.autocast, &t.Autocast}, {o.checkpointing, &t.ActivationCheckpointing}} {
+		if f.flag != "" {
+			*f.dst = f.flag
+		}
+	}
+	if o.rank > 0 {
+		t.LoRA.Rank = o.rank
+	}
+	t.Mode = trainer.ModeLoRA
+	if err := t.Validate(); err != nil {
+		return t, fmt.Errorf("trainer options: %w", err)
+	}
+	return t, nil
+}
+
+// setting is how one run stores and computes: the trainer's resolution of
+// weight_dtype, autocast and activation_checkpointing on the backend.
+type setting struct {
+	weights    kernels.DType
+	autocast   bool
+	checkpoint bool
+}
+
+func (s setting) String() string {
+	b := s.weights.String()
+	if s.autocast {
+		b += "+autocast"
+	}
+	if s.checkpoint {
+		b += ", ckpt"
+	}
+	return b
+}
+
+// settings resolves the options for the backend named be (what
+// trainer.LoadPolicy does), or both dtypes with -compare.
+func settings(t trainer.Options, be string, compare bool) []setting {
+	ckpt := t.CheckpointingOn(be)
+	if !compare {
+		return []setting{{t.WeightDTypeOn(be), t.AutocastOn(be), ckpt}}
+	}
+	return []setting{
+		{kernels.F32, false, ckpt},
+		{kernels.BF16, model.AutocastFor(t.Autocast, be != "cpu", kernels.BF16), ckpt},
+	}
 }
 
 // device is what the run knows of the GPU.
@@ -117,18 +214,18 @@ type device struct {
 	name               string
 	total, free        int64
 	fp32Peak, bf16Peak float64 // TFLOP/s, 0 when unknown
+	mon                *gpu.Monitor
 }
 
 func probe(be backends.Opened, o options) device {
 	d := device{name: "the host (no GPU: no peak)"}
 	if be.Name == backends.CUDA {
-		mon := gpu.Open()
-		defer mon.Close()
-		if devs, err := mon.Devices(); err == nil && len(devs) > 0 {
+		d.mon = gpu.Open()
+		if devs, err := d.mon.Devices(); err == nil && len(devs) > 0 {
 			d.name, d.total, d.free = devs[0].Name, int64(devs[0].Total), int64(devs[0].Free)
 			d.fp32Peak, d.bf16Peak = peaks(d.name)
 		} else {
-			d.name = "GPU 0 (NVML: " + mon.Reason() + ")"
+			d.name = "GPU 0 (NVML: " + d.mon.Reason() + ")"
 		}
 	}
 	if o.freeBytes > 0 {
@@ -138,6 +235,18 @@ func probe(be backends.Opened, o options) device {
 		d.fp32Peak = o.peakTFLOPS
 	}
 	return d
+}
+
+// used is the GPU's used memory by NVML (0 when unknown).
+func (d device) used() int64 {
+	if d.mon == nil {
+		return 0
+	}
+	devs, err := d.mon.Devices()
+	if err != nil || len(devs) == 0 {
+		return 0
+	}
+	return int64(devs[0].Total) - int64(devs[0].Free)
 }
 
 // peaks returns the dense FP32 (no tensor cores) and dense BF16 tensor-core
@@ -170,18 +279,25 @@ func peaks(name string) (fp32, bf16 float64) {
 }
 
 func shapes(o options) ([]shape, error) {
+	if o.modelDir != "" {
+		c, err := model.LoadConfig(filepath.Join(o.modelDir, "config.json"))
+		if err != nil {
+			return nil, err
+		}
+		return []shape{{filepath.Base(filepath.Clean(o.modelDir)), c, o.modelDir}}, nil
+	}
 	if o.tiny {
 		c, err := model.Preset("tiny")
 		if err != nil {
 			return nil, err
 		}
-		return []shape{{"tiny", c}}, nil
+		return []shape{{name: "tiny", cfg: c}}, nil
 	}
 	c06, err := model.Preset("qwen3-0.6b-shape")
 	if err != nil {
 		return nil, err
 	}
-	return []shape{{"qwen3-0.6b", c06}, {"qwen3-8b", qwen3Shape8B()}}, nil
+	return []shape{{name: "qwen3-0.6b", cfg: c06}, {name: "qwen3-8b", cfg: qwen3Shape8B()}}, nil
 }
 
 func shapesOf(c *model.Config) memplan.Shapes {
@@ -190,28 +306,43 @@ func shapesOf(c *model.Config) memplan.Shapes {
 }
 
 // memory estimates the bytes a LoRA step of s needs on the device as model/
-// runs it today: float32 weights, every layer's activations kept for the
-// backward, one layer's backward temporaries, the LoRA state, and the
-// chunked log-prob's workspace (the backend's default chunk, 2^24 logits).
-// It is an estimate (the caching allocator's rounding and cuBLAS's
-// workspace come on top: 10% is kept free).
-func memory(s memplan.Shapes, tokens, rank int) (fixed, perLayer int64) {
+// runs it with st: the base weights in their dtype (norms float32), every
+// layer's activations kept for the backward or, with checkpointing, every
+// layer's input plus one layer's recomputed activations, one layer's
+// backward temporaries, the LoRA state (fp32 weights, gradients, AdamW
+// moments), the chunked log-prob's workspace (the backend's default chunk,
+// 2^24 logits), and autocast's bf16 copy of the widest GEMM operand plus
+// cuBLASLt's workspace (or, bf16 without autocast, the widest projection
+// widened to float32). It is an estimate (the caching allocator's rounding
+// and cuBLAS's workspace come on top: 10% is kept free).
+func memory(s memplan.Shapes, tokens, rank int, st setting) (fixed, perLayer int64) {
 	h, q, kv, m := int64(s.Hidden), int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim), int64(s.MLP)
-	layerWeights := 4 * (h*q + 2*h*kv + q*h + 3*h*m + 2*h + 2*int64(s.HeadDim))
-	acts := 4 * s.ActFloatsPerToken() * int64(tokens)
+	wb, t := int64(st.weights.Size()), int64(tokens)
+	layerWeights := wb*(h*q+2*h*kv+q*h+3*h*m) + 4*(2*h+2*int64(s.HeadDim))
+	acts := 4 * s.ActFloatsPerToken() * t
 	lora := 16 * s.LoRAParams(rank) / int64(s.Layers)
-	emb := 4 * int64(s.Vocab) * h
+	emb := wb * int64(s.Vocab) * h
 	if !s.TiedEmbeddings {
 		emb *= 2
 	}
 	fixed = emb + 4*h + acts /* one layer's backward temporaries */ + 4*(1<<24)
-	perLayer = layerWeights + acts + lora
+	perLayer = layerWeights + lora + acts
+	if st.checkpoint {
+		fixed += acts // the recomputed layer's activations
+		perLayer = layerWeights + lora + 4*h*t
+	}
+	switch {
+	case st.weights == kernels.BF16 && st.autocast:
+		fixed += 2*s.MaxGEMMWidth()*t + 32<<20
+	case st.weights == kernels.BF16:
+		fixed += 4 * s.MaxProjection()
+	}
 	return fixed, perLayer
 }
 
 // fitLayers is how many layers of s fit in free bytes (keeping 10% free).
-func fitLayers(s memplan.Shapes, tokens, rank int, free int64) (layers int, need int64) {
-	fixed, per := memory(s, tokens, rank)
+func fitLayers(s memplan.Shapes, tokens, rank int, st setting, free int64) (layers int, need int64) {
+	fixed, per := memory(s, tokens, rank, st)
 	need = fixed + per*int64(s.Layers)
 	if free <= 0 || need <= free*9/10 {
 		return s.Layers, need
@@ -231,24 +362,36 @@ func flops(s memplan.Shapes, tokens, rank int) float64 {
 
 type result struct {
 	name          string
+	set           setting
 	layers, of    int
 	need          int64
 	stepSeconds   float64
+	initSeconds   float64
+	usedBytes     int64 // NVML's used memory after the steps less before the model (0: unknown)
 	tokens        int
 	flopsPerStep  float64
 	note          string
 	skipped       string
 	measuredSteps int
+	prof          *profile.Profile
+	profWall      float64
 }
 
-func bench(ctx context.Context, w io.Writer, be backends.Opened, o options) error {
+func bench(ctx context.Context, w io.Writer, be backends.Opened, o options, topts trainer.Options) error {
 	d := probe(be, o)
+	if d.mon != nil {
+		defer d.mon.Close()
+	}
 	sh, err := shapes(o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "bench/gpu: LoRA step (forward, backward, AdamW; r=%d on q,k,v,o,gate,up,down; base frozen; float32), "+
-		"one %d-token sequence per step, mean of %d timed step(s) after one warm-up\n", o.rank, o.tokens, o.steps)
+	rank := topts.LoRA.Rank
+	sets := settings(topts, be.Backend.Name(), o.compare)
+	fmt.Fprintf(w, "bench/gpu: LoRA step (forward, backward, AdamW; r=%d on q,k,v,o,gate,up,down; base frozen), "+
+		"one %d-token sequence per step, mean of %d timed step(s) after one warm-up\n", rank, o.tokens, o.steps)
+	fmt.Fprintf(w, "trainer settings: weight_dtype %s, autocast %s, activation_checkpointing %s -> on %s: %v\n",
+		topts.WeightDType, topts.Autocast, topts.ActivationCheckpointing, be.Backend.Name(), sets[len(sets)-1])
 	fmt.Fprintf(w, "backend %s on %s", be.Label(), d.name)
 	switch {
 	case d.total > 0:
@@ -259,40 +402,71 @@ func bench(ctx context.Context, w io.Writer, be backends.Opened, o options) erro
 	fmt.Fprintln(w)
 	var rows []result
 	for _, s := range sh {
-		cfg := *s.cfg
-		cfg.MaxPositions = max(cfg.MaxPositions, o.tokens)
-		ms := shapesOf(&cfg)
-		r := result{name: s.name, of: cfg.NumLayers, tokens: o.tokens}
-		r.layers, r.need = fitLayers(ms, o.tokens, o.rank, d.free)
-		if r.layers == 0 {
-			r.skipped = fmt.Sprintf("not measured: not even one layer fits (%.1f GB estimated for all %d layers, %.1f GB free)",
-				float64(r.need)/1e9, cfg.NumLayers, float64(d.free)/1e9)
+		for _, st := range sets {
+			r, err := benchOne(ctx, be.Backend, d, s, st, rank, o)
+			if err != nil {
+				return fmt.Errorf("%s (%v): %w", s.name, st, err)
+			}
 			rows = append(rows, r)
+		}
+	}
+	if err := writeRows(w, rows, d); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.prof == nil {
 			continue
 		}
-		if r.layers < cfg.NumLayers {
-			r.note = fmt.Sprintf("%d of %d layers: all %d need ~%.0f GB in float32 without activation checkpointing, %.0f GB free",
-				r.layers, cfg.NumLayers, cfg.NumLayers, float64(r.need)/1e9, float64(d.free)/1e9)
-			cfg.NumLayers = r.layers
+		fmt.Fprintf(w, "\nper op class, %s (%v), %d layers: one profiled step, %.3f s wall (%s)\n", r.name, r.set,
+			r.layers, r.profWall, r.prof.Clock)
+		if err := r.prof.WriteTable(w, r.profWall); err != nil {
+			return err
 		}
-		ms.Layers = cfg.NumLayers
-		r.flopsPerStep = flops(ms, o.tokens, o.rank)
-		secs, err := timeSteps(ctx, be.Backend, &cfg, o)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		r.stepSeconds, r.measuredSteps = secs, o.steps
-		rows = append(rows, r)
 	}
-	return writeRows(w, rows, d)
+	return nil
+}
+
+// benchOne measures one shape with one setting.
+func benchOne(ctx context.Context, be kernels.Backend, d device, s shape, st setting, rank int, o options) (result, error) {
+	cfg := *s.cfg
+	cfg.MaxPositions = max(cfg.MaxPositions, o.tokens)
+	ms := shapesOf(&cfg)
+	r := result{name: s.name, set: st, of: cfg.NumLayers, tokens: o.tokens}
+	r.layers, r.need = fitLayers(ms, o.tokens, rank, st, d.free)
+	if s.dir != "" {
+		r.layers = cfg.NumLayers // a loaded model runs whole
+	}
+	if r.layers == 0 {
+		r.skipped = fmt.Sprintf("not measured: not even one layer fits (%.1f GB estimated for all %d layers, %.1f GB free)",
+			float64(r.need)/1e9, cfg.NumLayers, float64(d.free)/1e9)
+		return r, nil
+	}
+	if r.layers < cfg.NumLayers {
+		r.note = fmt.Sprintf("%d of %d layers: all %d need ~%.0f GB (%v), %.0f GB free",
+			r.layers, cfg.NumLayers, cfg.NumLayers, float64(r.need)/1e9, st, float64(d.free)/1e9)
+		cfg.NumLayers = r.layers
+	}
+	ms.Layers = cfg.NumLayers
+	r.flopsPerStep = flops(ms, o.tokens, rank)
+	before := d.used()
+	var err error
+	r.stepSeconds, r.initSeconds, r.prof, r.profWall, err = timeSteps(ctx, be, &cfg, s.dir, st, rank, o)
+	if err != nil {
+		return r, err
+	}
+	if after := d.used(); before > 0 && after > before {
+		r.usedBytes = after - before
+	}
+	r.measuredSteps = o.steps
+	return r, nil
 }
 
 func writeRows(w io.Writer, rows []result, d device) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "shape\tlayers\ttokens/step\ts/step\ttokens/s\tTFLOP/step\tTFLOP/s\tMFU (FP32 peak)\tMFU (BF16 peak)\tnote")
+	fmt.Fprintln(tw, "shape\tweights\tlayers\ttokens/step\ts/step\ttokens/s\tTFLOP/step\tTFLOP/s\tMFU (FP32 peak)\tMFU (BF16 peak)\tGB used\tinit s\tnote")
 	for _, r := range rows {
 		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\t0/%d\t%d\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.of, r.tokens, r.skipped)
+			fmt.Fprintf(tw, "%s\t%v\t0/%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.set, r.of, r.tokens, r.skipped)
 			continue
 		}
 		tflops := r.flopsPerStep / r.stepSeconds / 1e12
@@ -302,8 +476,13 @@ func writeRows(w io.Writer, rows []result, d device) error {
 			}
 			return fmt.Sprintf("%.1f%%", 100*tflops/peak)
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%.3f\t%.0f\t%.3g\t%.3g\t%s\t%s\t%s\n", r.name, r.layers, r.of, r.tokens, r.stepSeconds,
-			float64(r.tokens)/r.stepSeconds, r.flopsPerStep/1e12, tflops, mfu(d.fp32Peak), mfu(d.bf16Peak), r.note)
+		used := "n/a"
+		if r.usedBytes > 0 {
+			used = fmt.Sprintf("%.1f", float64(r.usedBytes)/1e9)
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%d/%d\t%d\t%.3f\t%.0f\t%.3g\t%.3g\t%s\t%s\t%s\t%.2f\t%s\n", r.name, r.set, r.layers, r.of,
+			r.tokens, r.stepSeconds, float64(r.tokens)/r.stepSeconds, r.flopsPerStep/1e12, tflops, mfu(d.fp32Peak),
+			mfu(d.bf16Peak), used, r.initSeconds, r.note)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -317,21 +496,30 @@ func writeRows(w io.Writer, rows []result, d device) error {
 	return nil
 }
 
-// timeSteps builds the model with random weights on be, runs one warm-up
-// step and returns the mean wall time of o.steps more.
-func timeSteps(ctx context.Context, be kernels.Backend, cfg *model.Config, o options) (float64, error) {
-	m, err := model.New(cfg, be, 1)
-	if err != nil {
-		return 0, err
+// timeSteps builds the model (random weights made on the device, or
+// loaded from dir) on a profiling wrapper of be, runs one warm-up step,
+// returns the mean wall time of o.steps more (timing off) and, with
+// o.profile, the per-class profile of one more step and its wall time.
+func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir string, st setting, rank int,
+	o options) (stepSec, initSec float64, prof *profile.Profile, profWall float64, err error) {
+	be, rec := profile.Wrap(raw)
+	rec.SetOn(false)
+	t0 := time.Now()
+	var m *model.Model
+	if dir != "" {
+		m, err = model.LoadT(dir, be, st.weights)
+	} else {
+		m, err = model.NewOnDevice(cfg, be, st.weights, 1)
 	}
-	defer func() {
-		for _, p := range m.Params() {
-			be.Free(p.Tensor)
-		}
-	}()
-	a, err := model.NewAdapter(m, "bench", model.AdapterConfig{Rank: o.rank, Alpha: float64(2 * o.rank)}, 1)
 	if err != nil {
-		return 0, err
+		return 0, 0, nil, 0, err
+	}
+	defer m.Free()
+	m.SetCheckpointing(st.checkpoint)
+	m.SetAutocast(st.autocast)
+	a, err := model.NewAdapter(m, "bench", model.AdapterConfig{Rank: rank, Alpha: float64(2 * rank)}, 1)
+	if err != nil {
+		return 0, 0, nil, 0, err
 	}
 	defer a.Free()
 	g := m.NewGrads(a, false)
@@ -346,10 +534,15 @@ func timeSteps(ctx context.Context, be kernels.Backend, cfg *model.Config, o opt
 			be.Free(mv[1])
 		}
 	}()
+	be.SumSquares(a.Params()[0].Tensor) // waits for the device
+	if err := be.Err(); err != nil {
+		return 0, 0, nil, 0, fmt.Errorf("weights: %w", err)
+	}
+	initSec = time.Since(t0).Seconds()
 	rng := rand.New(rand.NewPCG(1, 2))
 	seq := make([]int32, o.tokens)
 	for i := range seq {
-		seq[i] = int32(rng.IntN(cfg.VocabSize))
+		seq[i] = int32(rng.IntN(m.Config().VocabSize))
 	}
 	mask := [][]float32{make([]float32, o.tokens-1)}
 	for i := range mask[0] {
@@ -380,13 +573,27 @@ func timeSteps(ctx context.Context, be kernels.Backend, cfg *model.Config, o opt
 		return nil
 	}
 	if err := step(1); err != nil {
-		return 0, err
+		return 0, 0, nil, 0, err
 	}
 	start := time.Now()
 	for i := 0; i < o.steps; i++ {
 		if err := step(i + 2); err != nil {
-			return 0, err
+			return 0, 0, nil, 0, err
 		}
 	}
-	return time.Since(start).Seconds() / float64(o.steps), nil
+	stepSec = time.Since(start).Seconds() / float64(o.steps)
+	if !o.profile {
+		return stepSec, initSec, nil, 0, nil
+	}
+	rec.Reset()
+	rec.SetOn(true)
+	start = time.Now()
+	err = step(o.steps + 2)
+	profWall = time.Since(start).Seconds()
+	rec.SetOn(false)
+	p := rec.Snapshot()
+	if err != nil {
+		return 0, 0, nil, 0, err
+	}
+	return stepSec, initSec, &p, profWall, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/model"
 	"github.com/hone-rl/hone/trainer/memplan"
@@ -18,21 +19,36 @@ func TestRun(t *testing.T) {
 		t.Skip("these cases describe a build without -tags cuda")
 	}
 	cases := []struct {
-		args []string
-		out  []string
-		err  string
+		args, env []string
+		out, not  []string
+		err       string
 	}{
 		{args: nil, out: []string{"not measured: no GPU (backend cuda: backend unavailable: this hone was built without CUDA support"}},
 		{args: []string{"-backend", "cuda"}, out: []string{"not measured: no GPU"}},
 		{args: []string{"-backend", "emulated", "-tiny", "-steps", "1", "-tokens", "32"},
-			out: []string{"backend emulated/fast on the host (no GPU: no peak)", "tiny   4/4     32", "MFU n/a"}},
-		{args: []string{"-backend", "cpu", "-tiny", "-steps", "1", "-tokens", "32"}, out: []string{"backend cpu", "tiny"}},
+			out: []string{"backend emulated/fast on the host (no GPU: no peak)", "tiny   bf16+autocast, ckpt  4/4     32", "MFU n/a",
+				"per op class, tiny (bf16+autocast, ckpt), 4 layers: one profiled step", "attention fwd", "attention bwd",
+				"GEMM", "norms", "LM head + logprob", "optimizer", "all classes (wall)"}},
+		{args: []string{"-backend", "cpu", "-tiny", "-steps", "1", "-tokens", "32"},
+			out: []string{"backend cpu", "tiny   f32 ", "-> on cpu: f32\n", "per op class"}},
+		{args: []string{"-backend", "cpu", "-tiny", "-steps", "1", "-tokens", "32", "-compare", "-profile=false"},
+			out: []string{"tiny   f32 ", "tiny   bf16 "}, not: []string{"per op class"}},
+		{args: []string{"-backend", "emulated", "-tiny", "-steps", "1", "-tokens", "32", "-weight-dtype", "float32", "-checkpointing", "off"},
+			out: []string{"tiny   f32  "}},
+		{args: []string{"-backend", "cpu", "-tiny", "-steps", "1", "-tokens", "32"}, env: []string{"HONE_TRAINER_WEIGHT_DTYPE=bfloat16",
+			"HONE_TRAINER_AUTOCAST=on"}, out: []string{"tiny   bf16+autocast  "}},
+		{args: []string{"-backend", "cpu", "-tiny", "-weight-dtype", "half"}, err: "weight_dtype"},
+		{args: []string{"-backend", "cpu", "-tiny"}, env: []string{"HONE_TRAINER_BOGUS=1"}, err: "HONE_TRAINER_BOGUS"},
 		{args: []string{"-backend", "emulated"}, err: "use it with -tiny"},
 		{args: []string{"-backend", "cpu", "-tiny", "-tokens", "1"}, err: "-tokens 1"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var b strings.Builder
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
 			err := run(context.Background(), tc.args, &b)
 			t.Logf("\n%s", b.String())
 			if tc.err != "" {
@@ -47,6 +63,11 @@ func TestRun(t *testing.T) {
 			for _, w := range tc.out {
 				if !strings.Contains(b.String(), w) {
 					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("output has %q", w)
 				}
 			}
 		})
@@ -64,41 +85,52 @@ func TestFewerLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixed, per := memory(shapesOf(c), 32, 16)
+	fixed, per := memory(shapesOf(c), 32, 16, setting{weights: kernels.F32})
 	o := options{backend: "cpu", tiny: true, tokens: 32, steps: 1, rank: 16, freeBytes: (fixed + 2*per + per/2) * 10 / 9}
+	topts, err := trainerOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
-	if err := bench(context.Background(), &b, be, o); err != nil {
+	if err := bench(context.Background(), &b, be, o, topts); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", b.String())
-	if !strings.Contains(b.String(), "tiny   2/4") || !strings.Contains(b.String(), "2 of 4 layers: all 4 need") {
+	if !strings.Contains(b.String(), "tiny   f32      2/4") || !strings.Contains(b.String(), "2 of 4 layers: all 4 need") {
 		t.Errorf("no fewer-layers row or note")
 	}
 }
 
-// TestFitLayers: Qwen3-8B's shape at 2048 tokens in float32 fits an 80 GB
-// GPU whole (~54 GB) and a 40 GB one with fewer layers; the 0.6B shape
-// fits both.
+// TestFitLayers: Qwen3-8B's shape at 2048 tokens in float32 without
+// checkpointing fits an 80 GB GPU whole (~54 GB) and a 40 GB one with fewer
+// layers; in bf16 with autocast and checkpointing (what hone serve --train
+// runs on a GPU) it fits 40 GB whole and 24 GB in part; the 0.6B shape fits
+// all.
 func TestFitLayers(t *testing.T) {
 	c06, err := model.Preset("qwen3-0.6b-shape")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s8, s06 := shapesOf(qwen3Shape8B()), shapesOf(c06)
+	f32, gpuRun := setting{weights: kernels.F32}, setting{kernels.BF16, true, true}
 	for _, tc := range []struct {
 		name     string
 		s        memplan.Shapes
+		set      setting
 		free     int64
 		min, max int
 	}{
-		{"8b on 80 GB", s8, 80e9, 36, 36},
-		{"8b on 40 GB", s8, 40e9, 20, 30},
-		{"8b on 4 GB", s8, 4e9, 0, 0},
-		{"0.6b on 24 GB", s06, 24e9, 28, 28},
-		{"no limit (host)", s8, 0, 36, 36},
+		{"8b on 80 GB", s8, f32, 80e9, 36, 36},
+		{"8b on 40 GB", s8, f32, 40e9, 20, 30},
+		{"8b on 4 GB", s8, f32, 4e9, 0, 0},
+		{"0.6b on 24 GB", s06, f32, 24e9, 28, 28},
+		{"no limit (host)", s8, f32, 0, 36, 36},
+		{"8b bf16 ckpt on 40 GB", s8, gpuRun, 40e9, 36, 36},
+		{"8b bf16 ckpt on 16 GB", s8, gpuRun, 16e9, 10, 30},
+		{"0.6b bf16 ckpt on 8 GB", s06, gpuRun, 8e9, 28, 28},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, need := fitLayers(tc.s, 2048, 16, tc.free)
+			n, need := fitLayers(tc.s, 2048, 16, tc.set, tc.free)
 			if n < tc.min || n > tc.max {
 				t.Fatalf("%d layers fit (need %.1f GB for all), want %d..%d", n, float64(need)/1e9, tc.min, tc.max)
 			}

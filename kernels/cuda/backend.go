@@ -33,7 +33,13 @@ type Backend struct {
 	name    string
 	variant string
 	err     error // the first device error (sticky until ClearErr)
+	// events is the pool of CUDA events kernels/profile times with
+	// (profile_device.go, the real build only).
+	events []unsafe.Pointer
 }
+
+// closeEvents releases b.events at Close (set by profile_device.go).
+var closeEvents func(b *Backend)
 
 var _ kernels.Backend = (*Backend)(nil)
 
@@ -91,6 +97,9 @@ func (b *Backend) Variant() string { return b.variant }
 func (b *Backend) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if closeEvents != nil {
+		closeEvents(b)
+	}
 	if b.ctx != nil {
 		C.hone_destroy(b.ctx)
 		b.ctx = nil

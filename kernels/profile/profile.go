@@ -22,6 +22,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -160,6 +161,7 @@ type pending struct {
 
 // Recorder accumulates the times of the operations of a wrapped backend.
 type Recorder struct {
+	off     atomic.Bool // SetOn(false): calls pass through untimed
 	mu      sync.Mutex
 	ev      Events // nil: wall clock
 	pending []pending
@@ -191,14 +193,22 @@ func (r *Recorder) Clock() string {
 	return ClockWall
 }
 
+// SetOn turns timing on (the default after Wrap) or off: off, a call costs
+// the wrapper's forwarding and one atomic load, and nothing is recorded.
+func (r *Recorder) SetOn(on bool) { r.off.Store(!on) }
+
 // span is one timed operation.
 type span struct {
 	class Class
+	off   bool
 	t0    time.Time
 	start Event
 }
 
 func (r *Recorder) begin(c Class) span {
+	if r.off.Load() {
+		return span{off: true}
+	}
 	if r.ev == nil {
 		return span{class: c, t0: time.Now()}
 	}
@@ -208,6 +218,9 @@ func (r *Recorder) begin(c Class) span {
 }
 
 func (r *Recorder) end(s span) {
+	if s.off {
+		return
+	}
 	if r.ev == nil {
 		d := time.Since(s.t0).Seconds()
 		r.mu.Lock()

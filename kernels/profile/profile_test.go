@@ -145,3 +145,20 @@ func TestScale(t *testing.T) {
 		t.Errorf("%+v", q.Stats[GEMM])
 	}
 }
+
+// TestOff: with timing off nothing is recorded, and events are not made.
+func TestOff(t *testing.T) {
+	f := &fakeEvents{Backend: cpu.New(1)}
+	be, r := Wrap(f)
+	r.SetOn(false)
+	x := be.New(4)
+	be.Scale(x, x, 2)
+	if p := r.Snapshot(); p.Stats[Other].Calls != 0 || p.Stats[Memory].Calls != 0 || f.now != 0 {
+		t.Errorf("off: %+v, %d events", p.Stats, f.now)
+	}
+	r.SetOn(true)
+	be.Scale(x, x, 2)
+	if p := r.Snapshot(); p.Stats[Other].Calls != 1 {
+		t.Errorf("on again: %+v", p.Stats)
+	}
+}
