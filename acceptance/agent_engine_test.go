@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -541,4 +542,87 @@ func checkOneTrajectory(t *testing.T, h *testHone, id string, steps int) capture
 		t.Fatalf("session %s: drift %d (%+v), %v", id, s.Drift, s.Drifts, err)
 	}
 	return exp
+}
+
+// The task the coding-agent tests give: two tool calls, then an answer.
+const (
+	writeReadPrompt = "Write 'hello from hone' into hone.txt with a shell command, then read it back."
+	writeReadFinal  = "hone.txt holds: hello from hone"
+)
+
+// writeReadScript writes the file with the shell tool (its command in
+// argument arg), reads it back with the same tool, then says what it
+// holds; a request that does not offer the tool (a side call: titles,
+// summaries) gets a short text.
+func writeReadScript(tool, arg string) func(engineView) turn {
+	return func(v engineView) turn {
+		if !v.hasTool(tool) {
+			return turn{content: "Hone file"}
+		}
+		switch len(v.Results) {
+		case 0:
+			return turn{reasoning: "I will write the file with a shell command.", tool: tool,
+				args: map[string]any{arg: "printf 'hello from hone' > hone.txt", "description": "Write hone.txt"}}
+		case 1:
+			return turn{tool: tool, args: map[string]any{arg: "cat hone.txt", "description": "Read hone.txt"}}
+		}
+		return turn{content: writeReadFinal}
+	}
+}
+
+// checkWriteRead checks a write-and-read run of an agent whose shell tool
+// is tool: the file written, the answer printed, three generation calls on
+// the engine (in tokens mode all token-id completions) plus side calls
+// (requests without the tool), the file's contents in the last tool result,
+// and the run captured as one session of three calls (named session, when
+// set) and one trajectory with drift 0 that a reward lands on; each side
+// call is a session of its own.
+func checkWriteRead(t *testing.T, eng *agentEngine, h *testHone, work, out, mode, tool string, side int, session string) {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(work, "hone.txt")); err != nil || strings.TrimSpace(string(b)) != "hello from hone" {
+		t.Fatalf("hone.txt: %q, %v", b, err)
+	}
+	if !strings.Contains(out, writeReadFinal) {
+		t.Errorf("the agent did not print the final message %q", writeReadFinal)
+	}
+	var main []engineView
+	sides := 0
+	for _, v := range eng.seen() {
+		if v.hasTool(tool) {
+			main = append(main, v)
+		} else {
+			sides++
+		}
+	}
+	if len(main) != 3 || sides != side {
+		t.Fatalf("the engine got %d requests with the tool and %d without, want 3 (a call per tool result, then the answer) and %d",
+			len(main), sides, side)
+	}
+	if mode == proxy.ContinuityTokens {
+		for i, v := range main {
+			if v.Path != "/v1/completions" {
+				t.Errorf("request %d went to %s, not token-id completions (tokens mode)", i, v.Path)
+			}
+		}
+	}
+	if r := main[2].Results; len(r) != 2 || !strings.Contains(r[1], "hello from hone") {
+		t.Errorf("tool results %q, want the file's contents last", r)
+	}
+	sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1+side })
+	var run *capture.Session
+	for _, s := range sessions {
+		t.Logf("session %s: %d calls", s.ID, s.Calls)
+		if s.Calls == 3 {
+			run = s
+		} else if s.Calls != 1 {
+			t.Errorf("session %s: %d calls; want the run's 3, or a side call's 1", s.ID, s.Calls)
+		}
+	}
+	if len(sessions) != 1+side || run == nil {
+		t.Fatalf("%d sessions captured, want the run as one session of 3 calls and %d side calls", len(sessions), side)
+	}
+	if session != "" && run.ID != session {
+		t.Errorf("the run's session is %s, want %s (named by X-Hone-Session)", run.ID, session)
+	}
+	checkOneTrajectory(t, h, run.ID, 3)
 }

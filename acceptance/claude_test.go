@@ -5,11 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy"
 )
 
@@ -32,62 +30,13 @@ func TestClaudeCodeThroughHone(t *testing.T) {
 		{"observe-header", proxy.ContinuityObserve, "claude-run-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eng := newAgentEngine(t, claudeScript)
+			eng := newAgentEngine(t, writeReadScript("Bash", "command"))
 			h := startHoneMode(t, eng.url, tc.mode)
 			work := t.TempDir()
-			out := runClaude(t, bin, h.data, work, tc.session, "Write 'hello from hone' into hone.txt with a shell command, then read it back.")
-			if b, err := os.ReadFile(filepath.Join(work, "hone.txt")); err != nil || strings.TrimSpace(string(b)) != "hello from hone" {
-				t.Fatalf("hone.txt: %q, %v", b, err)
-			}
-			if !strings.Contains(out, claudeFinal) {
-				t.Errorf("claude did not print the final message %q", claudeFinal)
-			}
-			seen := eng.seen()
-			if len(seen) != 3 {
-				t.Fatalf("the engine got %d requests, want 3 (a call per tool result, then the answer)", len(seen))
-			}
-			for i, v := range seen {
-				if want := map[string]string{proxy.ContinuityTokens: "/v1/completions", proxy.ContinuityObserve: "/v1/chat/completions"}[tc.mode]; v.Path != want {
-					t.Errorf("request %d went to %s, want %s", i, v.Path, want)
-				}
-				if !v.hasTool("Bash") || !v.hasTool("Read") {
-					t.Errorf("request %d: engine tools %v", i, v.Tools)
-				}
-			}
-			if r := seen[2].Results; len(r) != 2 || !strings.Contains(r[1], "hello from hone") {
-				t.Errorf("tool results %q, want the file's contents last", r)
-			}
-			sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1 && ss[0].Calls == 3 })
-			if len(sessions) != 1 || sessions[0].Calls != 3 {
-				for _, s := range sessions {
-					t.Logf("session %s: %d calls", s.ID, s.Calls)
-				}
-				t.Fatalf("%d sessions captured, want Claude Code's run as one session of 3 calls", len(sessions))
-			}
-			if tc.session != "" && sessions[0].ID != tc.session {
-				t.Errorf("session %s, want %s (ANTHROPIC_CUSTOM_HEADERS)", sessions[0].ID, tc.session)
-			}
-			checkOneTrajectory(t, h, sessions[0].ID, 3)
+			out := runClaude(t, bin, h.data, work, tc.session, writeReadPrompt)
+			checkWriteRead(t, eng, h, work, out, tc.mode, "Bash", 0, tc.session)
 		})
 	}
-}
-
-const claudeFinal = "hone.txt holds: hello from hone"
-
-// claudeScript: write the file with Bash, read it back with Bash, say what
-// it holds; a request without tools (a side call) gets a short text.
-func claudeScript(v engineView) turn {
-	if !v.hasTool("Bash") {
-		return turn{content: "Hone file"}
-	}
-	switch len(v.Results) {
-	case 0:
-		return turn{reasoning: "I will write the file with a shell command.", tool: "Bash",
-			args: map[string]any{"command": "printf 'hello from hone' > hone.txt", "description": "Write hone.txt"}}
-	case 1:
-		return turn{tool: "Bash", args: map[string]any{"command": "cat hone.txt", "description": "Read hone.txt"}}
-	}
-	return turn{content: claudeFinal}
 }
 
 // claudeBin is Claude Code's native binary from acceptance/node_modules
