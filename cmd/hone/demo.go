@@ -85,6 +85,7 @@ func demoPrepare(ctx context.Context, args []string) error {
 // demoFlags are the loop's settings.
 type demoFlags struct {
 	model, out, data                 string
+	config, backend                  string
 	seed                             int64
 	rounds, tasks, attempts, heldOut int
 	maxTokens                        int
@@ -98,7 +99,12 @@ func parseDemoFlags(args []string) (demoFlags, error) {
 			"training. 'demo data' prints the task split, 'demo prepare' writes the warm-started tiny model\n"+
 			"('hone demo data --help', 'hone demo prepare --help').")
 	var f demoFlags
-	fs.StringVar(&f.model, "model", "", "model folder (default: the shipped prepared tiny model)")
+	fs.StringVar(&f.model, "model", "", "model folder (default: model of --config, else the shipped prepared tiny model)")
+	fs.StringVar(&f.config, "config", "", "hone serve's YAML config: the engine's and trainer's settings (backends, weight_dtype, "+
+		"autocast, ...) come from it and the HONE_* variables, as for hone serve; the demo sets its own data folder, "+
+		"listeners, batch, learning rate and step log")
+	fs.StringVar(&f.backend, "backend", "", "compute backend of the embedded engine and the trainer: cpu, cuda or auto "+
+		"(default: engine_embedded.backend and trainer.backend, HONE_ENGINE_EMBEDDED_BACKEND, HONE_TRAINER_BACKEND; cpu)")
 	fs.StringVar(&f.out, "out", filepath.Join("data", "demo"), "folder for reward.png, demo.jsonl, train-steps.jsonl and hone.log")
 	fs.StringVar(&f.data, "data", "", "data folder (default: a fresh temporary folder)")
 	fs.Int64Var(&f.seed, "seed", 1, "seed of the task split and of every request's sampling (two runs with one seed print the same numbers)")
@@ -112,11 +118,22 @@ func parseDemoFlags(args []string) (demoFlags, error) {
 	return f, fs.parse(args)
 }
 
-// demoConfig is hone serve's configuration with the trainer on, tuned for
-// the demo.
-func demoConfig(f demoFlags, data string) (config.Config, error) {
-	c := config.Default()
-	c.Data, c.Model = data, f.model
+// demoConfig is hone serve's configuration (defaults < --config < HONE_*
+// variables, as hone serve reads it) with the trainer on and tuned for the
+// demo; --backend sets both compute backends.
+func demoConfig(f demoFlags, data string, env []string) (config.Config, error) {
+	c, err := config.Load(f.config, env)
+	if err != nil {
+		return c, err
+	}
+	c.Data = data
+	if f.model != "" {
+		c.Model = f.model
+	}
+	if f.backend != "" {
+		c.Embedded.Backend, c.Trainer.Backend = f.backend, f.backend
+	}
+	c.Trainer.CheckpointDir = "" // under the demo's data folder (Finish)
 	c.Log.Level = "info"
 	c.Proxy.Listen, c.Proxy.ControlListen = "127.0.0.1:0", "127.0.0.1:0"
 	c.Trainer.Enabled = true
@@ -146,7 +163,7 @@ func demoLoop(ctx context.Context, args []string) error {
 		defer os.RemoveAll(data)
 	}
 	_ = os.Remove(filepath.Join(f.out, "train-steps.jsonl"))
-	c, err := demoConfig(f, data)
+	c, err := demoConfig(f, data, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -225,8 +242,9 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 	bar := progressbar.NewOptions(f.rounds, progressbar.OptionSetDescription("training"),
 		progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
 		progressbar.OptionShowElapsedTimeOnFinish())
-	fmt.Printf("hone demo: %d held-out problems, %d rounds x %d tasks x %d attempts, step-wise GRPO (lr %g)\n",
-		f.heldOut, f.rounds, f.tasks, f.attempts, f.lr)
+	fmt.Printf("hone demo: %d held-out problems, %d rounds x %d tasks x %d attempts, step-wise GRPO (lr %g); "+
+		"engine_embedded.backend %s, trainer.backend %s (hone.log says what each opened)\n",
+		f.heldOut, f.rounds, f.tasks, f.attempts, f.lr, c.Embedded.Backend, c.Trainer.Backend)
 	o := demo.RunOptions{
 		Agent: demo.Agent{BaseURL: base, Model: c.Embedded.ServedModelName, APIKey: "dummy", MaxTurns: 3, MaxTokens: f.maxTokens,
 			Client: &http.Client{Timeout: 5 * time.Minute}},

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	honeconfig "github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/curves"
@@ -53,9 +51,12 @@ func runTrain(ctx context.Context, args []string) error {
 			"control plane, publishes each version to the engines and swaps the policy alias.\n"+
 			"'hone train plot' draws the step log's curves ('hone train plot --help').")
 	fs.Var(&from, "from", "proxy control-plane URL to pull experiences from (repeatable)")
-	token := fs.String("token", "", "control-plane bearer token (default $"+tokenEnv+", as for hone serve)")
+	token := fs.String("token", "", "control-plane bearer token (default: proxy.control_token of --config, or $"+tokenEnv+", as for hone serve)")
 	modelDir := fs.String("model", "", "base model folder (config.json, model.safetensors)")
-	config := fs.String("config", "", "YAML file whose trainer: section sets the options (flags override)")
+	config := fs.String("config", "", "YAML config file (hone serve's): its trainer: section sets the options; the "+
+		"HONE_TRAINER_* variables override it, as for hone serve, and flags override both")
+	backend := fs.String("backend", "", "compute backend: cpu, cuda (the first GPU; hone built with -tags cuda) or auto "+
+		"(default: trainer.backend, HONE_TRAINER_BACKEND, else cpu)")
 	fs.Var(&engines, "engine", "engine base URL to publish to, URL or URL#sglang (repeatable; none: write only)")
 	var admins listFlag
 	fs.Var(&admins, "admin", "proxy control plane whose alias is swapped (repeatable; default: every --from)")
@@ -70,17 +71,22 @@ func runTrain(ctx context.Context, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if err := honeconfig.CheckEnv(os.Environ()); err != nil {
+	// defaults < --config FILE < HONE_* variables < flags, as for hone serve.
+	c, err := honeconfig.Load(*config, os.Environ())
+	if err != nil {
 		return err
 	}
-	if *token == "" {
-		*token = os.Getenv(tokenEnv)
+	opts = c.Trainer
+	if opts.CheckpointDir == "" {
+		opts.CheckpointDir = "checkpoints"
 	}
-	if *config != "" {
-		if err := loadTrainConfig(*config, &opts); err != nil {
-			return err
-		}
-		_ = fs.Parse(args) // flags win over the file
+	from, engines, admins = nil, nil, nil
+	_ = fs.Parse(args) // flags win over the file and the environment
+	if *backend != "" {
+		opts.Backend = *backend
+	}
+	if *token == "" { // proxy.control_token of --config, or $HONE_PROXY_CONTROL_TOKEN
+		*token = c.Proxy.ControlToken
 	}
 	if len(from) == 0 || *modelDir == "" {
 		return usagef("--from and --model are required (usage: hone %s)", strings.Split(fs.synopsis, "\n")[0])
@@ -93,20 +99,6 @@ func runTrain(ctx context.Context, args []string) error {
 		return err
 	}
 	return runSteps(ctx, t, *steps, opts.PollInterval)
-}
-
-func loadTrainConfig(path string, opts *trainer.Options) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	doc := struct {
-		Trainer *trainer.Options `yaml:"trainer"`
-	}{Trainer: opts}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("parse config %s: %w", path, err)
-	}
-	return nil
 }
 
 func buildTrainer(ctx context.Context, opts trainer.Options, from, engines, admins []string, token, modelDir string) (*trainer.Trainer, error) {
