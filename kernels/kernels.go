@@ -107,6 +107,24 @@ type Attn struct {
 	Heads, KVHeads, HeadDim int
 	Past                    int
 	Scale                   float32 // usually 1/sqrt(HeadDim)
+
+	// BF16 selects attention with bfloat16 inputs, PyTorch's attention
+	// under bf16 autocast: q, k, v (and the backward's dout) are rounded to
+	// bf16 (round to nearest even) before their products, which accumulate
+	// in float32 (tensor cores on a GPU). A backend may also round the
+	// probabilities and the score gradients to bf16 for their products
+	// (kernels/cuda's tensor-core kernels do; kernels/cpu does not), so
+	// backends agree to bf16's precision, not float32's. Off, attention is
+	// float32 throughout.
+	BF16 bool
+	// LSE, with BF16, is float32 [n, Heads] or nil. When set, Attention
+	// writes each (query, head)'s log-sum-exp of its scaled scores (natural
+	// log) at LSE[query*Heads+head], and AttentionBackward may read it, and
+	// Out, instead of recomputing the softmax's statistics; they must then
+	// hold what Attention wrote for the same q, k and v.
+	LSE Tensor
+	// Out, with BF16 and LSE, is the forward's output, for the backward.
+	Out Tensor
 }
 
 // AdamW holds one AdamW step's hyper-parameters. Step counts from 1 and sets

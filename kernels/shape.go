@@ -84,6 +84,12 @@ func AttentionShape(out, q, k, v Tensor, a Attn) (AttnDims, error) {
 	if out != nil && out.Len() != q.Len() {
 		return d, fmt.Errorf("attention out %v for q %v", out.Shape(), q.Shape())
 	}
+	if a.LSE != nil && (!a.BF16 || a.LSE.Len() != n*a.Heads || a.LSE.DType() != F32) {
+		return d, fmt.Errorf("attention lse %v (%v) for %d queries of %d heads (bf16 %v)", a.LSE.Shape(), a.LSE.DType(), n, a.Heads, a.BF16)
+	}
+	if a.Out != nil && (a.LSE == nil || a.Out.Len() != q.Len() || a.Out.DType() != F32) {
+		return d, fmt.Errorf("attention saved out %v for q %v (lse set: %v)", a.Out.Shape(), q.Shape(), a.LSE != nil)
+	}
 	return d, nil
 }
 

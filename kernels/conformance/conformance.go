@@ -68,6 +68,9 @@ func Groups(be kernels.Backend) []Group {
 		{"Sample", s.sample},
 		{"BF16", s.bf16},
 		{"Convert", s.convert},
+		// Last: groups draw from one generator, so appending keeps the
+		// others' inputs.
+		{"AttentionBF16", s.attentionBF16},
 	}
 	for i := range gs {
 		name, fn := gs[i].Name, gs[i].Run

@@ -20,6 +20,13 @@ func (be *Backend) Attention(out, q, k, v kernels.Tensor, a kernels.Attn) {
 	n, qw, kw := attnDims(q, k, v, a)
 	od, qd, kd, vd := data(out), data(q), data(k), data(v)
 	mustLen("attention out", len(od), len(qd))
+	if a.BF16 {
+		// bf16 inputs; everything after the rounding stays float32 here.
+		qd, kd, vd = roundedBF16(qd), roundedBF16(kd), roundedBF16(vd)
+		if a.LSE != nil {
+			attentionLSE(data(a.LSE), qd, kd, n, qw, kw, a)
+		}
+	}
 	if n >= attnBlock {
 		be.attentionBlocked(od, qd, kd, vd, n, qw, kw, a)
 		return
@@ -125,6 +132,10 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v kernels.Tensor, a
 	mustLen("attention backward dout", len(t.dout), len(t.q))
 	mustLen("attention backward dk", len(t.dk), len(t.k))
 	mustLen("attention backward dv", len(t.dv), len(t.v))
+	if a.BF16 {
+		// The same rounding as the forward's; LSE and Out are not needed.
+		t.q, t.k, t.v, t.dout = roundedBF16(t.q), roundedBF16(t.k), roundedBF16(t.v), roundedBF16(t.dout)
+	}
 	if n >= attnBlock {
 		be.attentionBackwardBlocked(t, a)
 		return
@@ -260,6 +271,43 @@ func weightedRows(o, p, v []float32, ld int) {
 		vr := v[j*ld : j*ld+hd]
 		for d, x := range vr {
 			o[d] += p[j] * x
+		}
+	}
+}
+
+// roundedBF16 returns a copy of x rounded to bf16 (round to nearest even),
+// as float32: Attn.BF16's inputs.
+func roundedBF16(x []float32) []float32 {
+	r := make([]float32, len(x))
+	for i, v := range x {
+		r[i] = kernels.FromBF16(kernels.ToBF16(v))
+	}
+	return r
+}
+
+// attentionLSE sets lse[i*Heads+h] to the log-sum-exp of query i's scaled
+// scores against head h's keys (sums in double).
+func attentionLSE(lse, qd, kd []float32, n, qw, kw int, a kernels.Attn) {
+	hd, group := a.HeadDim, a.Heads/a.KVHeads
+	mustLen("attention lse", len(lse), n*a.Heads)
+	s := make([]float64, a.Past+n)
+	for i := 0; i < n; i++ {
+		for h := 0; h < a.Heads; h++ {
+			qi, kv := qd[i*qw+h*hd:i*qw+(h+1)*hd], (h/group)*hd
+			mx := math.Inf(-1)
+			for j := 0; j <= a.Past+i; j++ {
+				var d float32
+				for x, qv := range qi {
+					d += qv * kd[j*kw+kv+x]
+				}
+				s[j] = float64(a.Scale * d)
+				mx = math.Max(mx, s[j])
+			}
+			var sum float64
+			for j := 0; j <= a.Past+i; j++ {
+				sum += math.Exp(s[j] - mx)
+			}
+			lse[i*a.Heads+h] = float32(mx + math.Log(sum))
 		}
 	}
 }

@@ -4,6 +4,7 @@
 // CUDA-semantics shim (HONE_CUDA_EMU, set in emu.go) as one translation
 // unit. sources.go embeds csrc/ so that editing a kernel rebuilds this.
 #include "csrc/attention.cu"
+#include "csrc/attention_flash.cu"
 #include "csrc/bf16.cu"
 #include "csrc/context.cu"
 #include "csrc/elementwise.cu"

@@ -180,6 +180,15 @@ func checkAttn(out, q, k, v kernels.Tensor, a kernels.Attn) int {
 // Attention implements kernels.Backend.
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, a kernels.Attn) {
 	n := checkAttn(out, q, k, v, a)
+	if a.BF16 {
+		// attention_flash.cu: tensor cores for head dimensions 64 and 128
+		// in the fast variant, else the float32 kernels on rounded inputs.
+		b.call("attention bf16", func(c *C.hone_ctx) C.int {
+			return C.hone_attention_bf16(c, fp(out), optFP(a.LSE), fp(q), fp(k), fp(v), C.long(n), C.int(a.Heads),
+				C.int(a.KVHeads), C.int(a.HeadDim), C.long(a.Past), C.float(a.Scale))
+		})
+		return
+	}
 	b.call("attention", func(c *C.hone_ctx) C.int {
 		return C.hone_attention(c, fp(out), fp(q), fp(k), fp(v), C.long(n), C.int(a.Heads), C.int(a.KVHeads),
 			C.int(a.HeadDim), C.long(a.Past), C.float(a.Scale))
@@ -192,6 +201,14 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v kernels.Tensor, a 
 	mustLen("attention backward dq", dq.Len(), q.Len())
 	mustLen("attention backward dk", dk.Len(), k.Len())
 	mustLen("attention backward dv", dv.Len(), v.Len())
+	if a.BF16 {
+		b.call("attention bf16 backward", func(c *C.hone_ctx) C.int {
+			return C.hone_attention_bf16_backward(c, fp(dq), fp(dk), fp(dv), fp(dout), fp(q), fp(k), fp(v),
+				optFP(a.Out), optFP(a.LSE), C.long(n), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim),
+				C.long(a.Past), C.float(a.Scale))
+		})
+		return
+	}
 	b.call("attention backward", func(c *C.hone_ctx) C.int {
 		return C.hone_attention_backward(c, fp(dq), fp(dk), fp(dv), fp(dout), fp(q), fp(k), fp(v), C.long(n),
 			C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), C.long(a.Past), C.float(a.Scale))

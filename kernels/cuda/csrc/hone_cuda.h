@@ -100,6 +100,17 @@ int hone_attention_backward(hone_ctx* c, float* dq, float* dk, float* dv, const 
                             const float* k, const float* v, long n, int heads, int kv_heads, int head_dim, long past,
                             float scale);
 
+/* The bf16 attention (kernels.Attn.BF16, attention_flash.cu): q, k, v (and
+ * dout) rounded to bf16, float32 accumulation, tensor cores. lse (nullable,
+ * [n*heads]) receives each (query, head)'s log-sum-exp; the backward takes the
+ * forward's out and lse (both nullable: recomputed) and, like
+ * hone_attention_backward, sets dq and accumulates dk and dv. */
+int hone_attention_bf16(hone_ctx* c, float* out, float* lse, const float* q, const float* k, const float* v, long n,
+                        int heads, int kv_heads, int head_dim, long past, float scale);
+int hone_attention_bf16_backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                 const float* k, const float* v, const float* out, const float* lse, long n,
+                                 int heads, int kv_heads, int head_dim, long past, float scale);
+
 int hone_silu(hone_ctx* c, float* out, const float* x, long n);
 int hone_swiglu(hone_ctx* c, float* out, const float* gate, const float* up, long n);
 int hone_swiglu_backward(hone_ctx* c, float* dgate, float* dup, const float* dout, const float* gate,

@@ -273,7 +273,7 @@ namespace emu {
 // What a fiber is waiting for.
 enum class Wait { none, block, warp, done };
 // What a fiber does at a warp rendezvous.
-enum class WarpOp { shfl, ballot, sync };
+enum class WarpOp { shfl, ballot, sync, mma };
 
 struct Fiber {
   Context ctx;
@@ -426,6 +426,66 @@ inline void fiber_main() {
   __builtin_unreachable();
 }
 
+// MmaOperands is one lane's part of an mma.sync.aligned.m16n8k16.row.col
+// .f32.bf16.bf16.f32 (D = A B + C, A 16x16, B 16x8, C and D 16x8): its
+// registers as the PTX ISA lays them out over the warp (a lane's slot holds
+// a pointer to its MmaOperands).
+struct MmaOperands {
+  float* d;
+  const uint32_t* a;  // 4 registers, 2 bf16 each (the lower column in the low half)
+  const uint32_t* b;  // 2 registers, 2 bf16 each (the lower row in the low half)
+  const float* c;     // 4
+};
+
+inline float bf16_bits_to_float(uint32_t h) {
+  const uint32_t u = (h & 0xffffu) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// mma_bf16_m16n8k16 runs one warp's mma.sync once all 32 lanes are parked
+// at it (their registers are on their stacks, which stay put meanwhile).
+// The fragment layout is the PTX ISA's ("Matrix Fragments for mma.m16n8k16
+// with floating point type"), with groupID = lane >> 2, tig = lane % 4:
+//   A: a[0] = (row g, cols 2tig, 2tig+1), a[1] = (row g+8, same cols),
+//      a[2] = (row g, cols 2tig+8, +9), a[3] = (row g+8, cols 2tig+8, +9);
+//   B: b[0] = (rows 2tig, 2tig+1, col g), b[1] = (rows 2tig+8, +9, col g);
+//   C, D: c[0], c[1] = (row g, cols 2tig, 2tig+1), c[2], c[3] = (row g+8, same cols).
+// The products of two bf16 values are exact in float32; they are summed in
+// float32 in k order onto C (the hardware's order and intermediate rounding
+// of the sum are not documented: the difference is within float32's
+// accumulation error, which the tolerances allow).
+inline void mma_bf16_m16n8k16(Fiber* lanes) {
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const MmaOperands* o = reinterpret_cast<const MmaOperands*>(uintptr_t(lanes[l].slot));
+    const int g = l >> 2, t = l & 3;
+    for (int r = 0; r < 4; r++) {
+      const int row = g + (r & 1) * 8, col = 2 * t + (r >> 1) * 8;
+      A[row][col] = bf16_bits_to_float(o->a[r]);
+      A[row][col + 1] = bf16_bits_to_float(o->a[r] >> 16);
+    }
+    for (int r = 0; r < 2; r++) {
+      B[2 * t + r * 8][g] = bf16_bits_to_float(o->b[r]);
+      B[2 * t + r * 8 + 1][g] = bf16_bits_to_float(o->b[r] >> 16);
+    }
+    for (int e = 0; e < 4; e++) C[g + (e >> 1) * 8][2 * t + (e & 1)] = o->c[e];
+  }
+  for (int m = 0; m < 16; m++) {
+    for (int n = 0; n < 8; n++) {
+      float s = C[m][n];
+      for (int k = 0; k < 16; k++) s += A[m][k] * B[k][n];
+      C[m][n] = s;
+    }
+  }
+  for (int l = 0; l < 32; l++) {
+    const MmaOperands* o = reinterpret_cast<const MmaOperands*>(uintptr_t(lanes[l].slot));
+    const int g = l >> 2, t = l & 3;
+    for (int e = 0; e < 4; e++) o->d[e] = C[g + (e >> 1) * 8][2 * t + (e & 1)];
+  }
+}
+
 // release_warp resolves a warp rendezvous once every live lane is there:
 // each lane's result is its source lane's deposit (shuffles) or the ballot.
 // (runner is a thread_local with a constructor: each access of it by name
@@ -457,6 +517,24 @@ inline bool release_warp(unsigned w, size_t n) {
     const Fiber& f = fs[i];
     if (f.wait == Wait::warp && (f.mask & live) != live) full = false;
   }
+  // A warp-wide matrix multiply (mma.sync): every lane of the warp must be
+  // at one (.aligned: all 32 threads, converged, none exited), and it
+  // orders no memory (it reads and writes registers only).
+  bool mma = false;
+  for (size_t i = lo; i < hi; i++) mma |= fs[i].wait == Wait::warp && fs[i].op == WarpOp::mma;
+  if (mma) {
+    bool all = hi - lo == 32 && live == 0xffffffffu;
+    for (size_t i = lo; i < hi && all; i++) all = fs[i].op == WarpOp::mma && fs[i].mask == 0xffffffffu;
+    if (!all) {
+      fail("mma.sync: warp " + std::to_string(w) + " is not converged (every one of its 32 lanes must execute it together)");
+    } else {
+      mma_bf16_m16n8k16(fs + lo);
+    }
+    for (size_t i = lo; i < hi; i++) {
+      if (fs[i].wait == Wait::warp) fs[i].wait = Wait::none;
+    }
+    return true;
+  }
   if (full) r.warp_epoch[w]++;
   for (size_t i = lo; i < hi; i++) {
     Fiber& f = fs[i];
@@ -477,6 +555,7 @@ inline bool release_warp(unsigned w, size_t n) {
         f.result = slots & f.mask;
         break;
       case WarpOp::sync:
+      case WarpOp::mma:  // resolved above
         break;
     }
   }
@@ -551,14 +630,31 @@ inline void run_block(bool eager_warps) {
   }
 }
 
-// launch runs body for every thread of every block of the grid.
-inline cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                          std::function<void()> body) {
+// The dynamic shared memory a kernel may launch with beyond the default
+// 48 KiB, as cudaFuncSetAttribute(kernel,
+// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) sets it (per process,
+// as on the device).
+inline std::mutex func_attr_mu;
+inline std::map<const void*, int> max_dynamic_smem;
+
+// launch runs body for every thread of every block of the grid. fn is the
+// kernel's address (for the attributes cudaFuncSetAttribute set).
+inline cudaError_t launch(const char* name, const void* fn, dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, std::function<void()> body) {
   const size_t threads = size_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
       grid.y > 65535 || grid.z > 65535 || smem > 227 * 1024) {
     runner.last = cudaErrorInvalidConfiguration;
     return runner.last;
+  }
+  if (smem > 48 * 1024) {
+    // Over 48 KiB only as far as the kernel's attribute allows.
+    std::lock_guard<std::mutex> l(func_attr_mu);
+    auto it = max_dynamic_smem.find(fn);
+    if (it == max_dynamic_smem.end() || size_t(it->second) < smem) {
+      runner.last = cudaErrorInvalidValue;
+      return runner.last;
+    }
   }
   runner.error.clear();
   runner.body = &body;
@@ -937,6 +1033,15 @@ inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize
   return emu::warp_exchange(emu::WarpOp::shfl, mask, v, src);
 }
 
+// hone_mma_bf16_m16n8k16(d, a, b, c) is the shim's
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {d}, {a}, {b}, {c}
+// (csrc/attention_flash.cu writes the inline PTX under nvcc): a warp-wide
+// rendezvous, then emu::mma_bf16_m16n8k16. d may alias c.
+inline void hone_mma_bf16_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
+  emu::MmaOperands o{d, a, b, c};
+  emu::warp_exchange<uint64_t>(emu::WarpOp::mma, 0xffffffffu, uint64_t(reinterpret_cast<uintptr_t>(&o)), 0);
+}
+
 inline unsigned __ballot_sync(unsigned mask, int pred) {
   return unsigned(emu::warp_exchange<uint64_t>(emu::WarpOp::ballot, mask, pred ? 1 : 0, 0));
 }
@@ -996,7 +1101,21 @@ inline T atomicMax(emu::sptr<T> p, V v) {
 // HONE_LAUNCH(kernel, grid, block, shared bytes, stream, args...) is
 // kernel<<<grid, block, shared bytes, stream>>>(args...) on the device.
 #define HONE_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::emu::launch(#kernel, dim3(grid), dim3(block), (smem), (stream), [=]() { kernel(__VA_ARGS__); })
+  ::emu::launch(#kernel, reinterpret_cast<const void*>(&kernel), dim3(grid), dim3(block), (smem), (stream), \
+                [=]() { kernel(__VA_ARGS__); })
+
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+// cudaFuncSetAttribute: only the dynamic shared memory limit (at most the
+// 227 KiB of an H100's block; an A100 allows 163 KiB).
+template <class F>
+inline cudaError_t cudaFuncSetAttribute(F* fn, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024) {
+    return cudaErrorInvalidValue;
+  }
+  std::lock_guard<std::mutex> l(emu::func_attr_mu);
+  emu::max_dynamic_smem[reinterpret_cast<const void*>(fn)] = value;
+  return cudaSuccess;
+}
 
 // HONE_DYNAMIC_SHARED(type, name) declares the block's dynamic shared memory
 // (the launch's shared bytes) as type name[]: here an instrumented pointer
@@ -1086,6 +1205,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return __nv_bfloat16{uint16_t(u >> 16)};
 }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
 inline float __bfloat162float(__nv_bfloat16 h) {
   uint32_t u = uint32_t(h.x) << 16;
   float f;

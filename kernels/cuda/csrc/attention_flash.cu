@@ -1,0 +1,620 @@
+// attention_flash.cu: causal grouped-query attention with bf16 inputs on
+// tensor cores, FlashAttention-2 style (Dao, 2023), forward and backward;
+// the shape contract is attention.cu's (q [n, heads*D], k and v
+// [past+n, kv_heads*D], query i at position past+i sees keys 0..past+i,
+// query head h reads kv head h / (heads/kv_heads)).
+//
+// Precision (kernels.Attn.BF16): q, k, v and dout are rounded to bf16
+// (round to nearest even) as they are loaded; every product runs on
+// mma.sync m16n8k16 (bf16 x bf16, float32 accumulate); the softmax, its
+// statistics and every accumulator are float32; the probabilities P (for
+// P V and P^T dO) and the score gradients dS (for dS K and dS^T Q) are
+// rounded to bf16 for their matrix products, as FlashAttention-2 does.
+// The readable reference is attention.cu's kernels run on the rounded
+// inputs (hone_attention_bf16 falls back to them for the readable variant,
+// head dimensions other than 64 and 128, and unaligned operands).
+//
+// Layout: a block is 4 warps. Forward and dQ: a block takes 64 rows, a row
+// being a (query, head of the KV group) pair, packed query-major (row R is
+// query R / group, head kvh*group + R % group), so the query heads of a KV
+// group share each key/value tile the block loads; each warp owns 16 rows
+// and streams 64-key tiles through shared memory: S = Q K^T (16 x 64 per
+// warp), an online softmax in registers, O += P V. dK/dV: a block takes 64
+// keys of one KV head, each warp 16 keys, and streams 64-row tiles of the
+// rows that see them: S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO,
+// dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += dS^T Q. dQ has its own
+// pass (S, P, dP = dO V^T, dS, dQ += dS K), so every output element has one
+// writer: no atomics, deterministic. delta = rowsum(dO * O) comes from the
+// forward's output and log-sum-exp when the caller kept them (else the
+// backward runs the forward once to get them). No T x T matrix exists.
+#include "hone_cuda.h"
+#include "internal.cuh"
+
+namespace hone {
+namespace flash {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kBlock = 64;     // rows (forward, dQ) or keys (dK/dV) per block
+constexpr int kTile = 64;      // keys (forward, dQ) or rows (dK/dV) per tile
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+struct Shape {
+  long n, past;  // queries; cached keys before them
+  int heads, kv_heads, group;
+  long qw, kw;       // row widths of q and k
+  float scale;       // of the scores
+  float scale_log2;  // scale * log2(e): the softmax runs in base 2
+};
+
+// A tile in shared memory: 64 rows of D bf16 values, two per 32-bit word
+// (the lower column in the low half), Stride<D> words per row. The 4
+// words of padding per row put the 8 rows a fragment load touches in
+// different banks.
+template <int D>
+constexpr int Stride = D / 2 + 4;
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+__device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+struct F4 {
+  float x, y, z, w;
+};
+__device__ inline F4 load4(const float* p) {
+#ifdef HONE_CUDA_EMU
+  return F4{p[0], p[1], p[2], p[3]};
+#else
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  return F4{v.x, v.y, v.z, v.w};
+#endif
+}
+
+// load_tile fills a 64-row tile: row r is D floats at row(r), rounded to
+// bf16, or zeros where row(r) is null. Each thread writes whole words.
+template <int D, class P, class RowFn>
+__device__ inline void load_tile(P tile, RowFn row) {
+  constexpr int SW = Stride<D>, Q4 = D / 4;
+  for (int e = threadIdx.x; e < kTile * Q4; e += kThreads) {
+    const int r = e / Q4, c = e % Q4;
+    const float* src = row(r);
+    const F4 x = src ? load4(src + 4 * c) : F4{0, 0, 0, 0};
+    tile[r * SW + 2 * c] = pack_bf16(x.x, x.y);
+    tile[r * SW + 2 * c + 1] = pack_bf16(x.z, x.w);
+  }
+}
+
+// Fragments of mma.m16n8k16 (the PTX ISA's layout; g = lane / 4, t = lane % 4).
+// frag_a: the A operand (16 x 16) at rows r0.., columns c0.. of a tile.
+template <int D, class P>
+__device__ inline void frag_a(uint32_t (&a)[4], P t, int r0, int c0, int lane) {
+  constexpr int SW = Stride<D>;
+  const int g = lane >> 2, w = c0 / 2 + (lane & 3);
+  a[0] = t[(r0 + g) * SW + w];
+  a[1] = t[(r0 + g + 8) * SW + w];
+  a[2] = t[(r0 + g) * SW + w + 4];
+  a[3] = t[(r0 + g + 8) * SW + w + 4];
+}
+
+// frag_b_nk: the B operand (16 x 8, k x n) of a tile stored n-major:
+// B[k][n] = tile(n0 + n, k0 + k), k pairs within a word.
+template <int D, class P>
+__device__ inline void frag_b_nk(uint32_t (&b)[2], P t, int n0, int k0, int lane) {
+  constexpr int SW = Stride<D>;
+  const int row = (n0 + (lane >> 2)) * SW, w = k0 / 2 + (lane & 3);
+  b[0] = t[row + w];
+  b[1] = t[row + w + 4];
+}
+
+// frag_b_kn: the B operand of a tile stored k-major: B[k][n] = tile(k0 + k,
+// n0 + n); each register takes one half from each of two rows.
+template <int D, class P>
+__device__ inline void frag_b_kn(uint32_t (&b)[2], P t, int k0, int n0, int lane) {
+  constexpr int SW = Stride<D>;
+  const int col = n0 + (lane >> 2), w = col >> 1, sh = (col & 1) * 16;
+  for (int r = 0; r < 2; r++) {
+    const int k = k0 + 2 * (lane & 3) + 8 * r;
+    const uint32_t lo = (uint32_t(t[k * SW + w]) >> sh) & 0xffffu;
+    const uint32_t hi = (uint32_t(t[(k + 1) * SW + w]) >> sh) & 0xffffu;
+    b[r] = lo | (hi << 16);
+  }
+}
+
+// a_from_c: the A operand for k columns 16kk..16kk+15 from accumulators
+// c[2kk] and c[2kk+1] (two 16 x 8 n-tiles), rounded to bf16: the layouts
+// line up, so P and dS never leave registers.
+__device__ inline void a_from_c(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack_bf16(c0[0], c0[1]);
+  a[1] = pack_bf16(c0[2], c0[3]);
+  a[2] = pack_bf16(c1[0], c1[1]);
+  a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// mma: d += a b, one warp-wide m16n8k16 bf16 product with float32
+// accumulation.
+__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#ifdef HONE_CUDA_EMU
+  hone_mma_bf16_m16n8k16(d, a, b, d);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// The row's reductions over the 4 lanes (t = 0..3) that hold its columns.
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
+}
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+
+// row_query is packed row R's query, or -1 past the last row.
+__device__ inline long row_query(long R, const Shape& a) { return R < a.n * a.group ? R / a.group : -1; }
+// row_head is packed row R's query head, of KV head kvh.
+__device__ inline int row_head(long R, int kvh, const Shape& a) { return kvh * a.group + int(R % a.group); }
+
+// attention_flash_fwd<D>: grid (row blocks, kv heads). Writes out and, if
+// lse is set, each (query, head)'s log-sum-exp of the scaled scores
+// (natural log) at lse[query*heads + head].
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, float* lse, const float* q, const float* k,
+                                                                 const float* v, Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
+  HONE_DYNAMIC_SHARED(uint32_t, smem);
+  auto ks = smem;              // [64][SW]: the block's queries, then each key tile
+  auto vs = smem + kTile * SW; // [64][SW]: each value tile
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
+  const int kvh = blockIdx.y;
+  const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
+  load_tile<D>(ks, [&](int r) -> const float* {
+    const long R = R0 + r;
+    return R < rows ? q + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
+  });
+  __syncthreads();
+  uint32_t qf[KS][4];
+  for (int kk = 0; kk < KS; kk++) frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
+  __syncthreads();  // ks is the key tile from here on
+  long qi[2];       // the queries of this thread's rows warp*16 + g and + 8
+  for (int x = 0; x < 2; x++) qi[x] = row_query(R0 + warp * 16 + g + 8 * x, a);
+  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
+  const long kend = a.past + last + 1;  // keys the block's last query sees
+  float o[NT][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (base 2) and this lane's part of the sum
+  for (long j0 = 0; j0 < kend; j0 += kTile) {
+    load_tile<D>(ks, [&](int r) -> const float* {
+      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    load_tile<D>(vs, [&](int r) -> const float* {
+      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    __syncthreads();
+    float s[8][4] = {};
+    for (int kk = 0; kk < KS; kk++) {
+      for (int nt = 0; nt < 8; nt++) {
+        uint32_t b[2];
+        frag_b_nk<D>(b, ks, nt * 8, kk * 16, lane);
+        mma(s[nt], qf[kk], b);
+      }
+    }
+    // The causal mask, on tiles that reach past the block's first query.
+    const bool diag = j0 + kTile - 1 > a.past + first;
+    for (int x = 0; x < 2; x++) {
+      float mx = m[x];
+      for (int nt = 0; nt < 8; nt++) {
+        for (int e = 0; e < 2; e++) {
+          const long j = j0 + nt * 8 + 2 * tg + e;
+          float& sv = s[nt][2 * x + e];
+          sv = diag && (qi[x] < 0 || j > a.past + qi[x]) ? -INFINITY : sv * a.scale_log2;
+          mx = fmaxf(mx, sv);
+        }
+      }
+      mx = quad_max(mx);
+      const float mu = mx == -INFINITY ? 0.f : mx;  // a row with no key yet (past the last row)
+      // Online softmax: what was accumulated under the old maximum shrinks.
+      const float corr = exp2f(m[x] - mu);
+      m[x] = mx;
+      l[x] *= corr;
+      for (int nt = 0; nt < NT; nt++) {
+        o[nt][2 * x] *= corr;
+        o[nt][2 * x + 1] *= corr;
+      }
+      for (int nt = 0; nt < 8; nt++) {
+        for (int e = 0; e < 2; e++) {
+          const float p = exp2f(s[nt][2 * x + e] - mu);
+          s[nt][2 * x + e] = p;
+          l[x] += p;
+        }
+      }
+    }
+    // O += P V: P (bf16) straight from the score registers.
+    for (int kk = 0; kk < kTile / 16; kk++) {
+      uint32_t pa[4];
+      a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
+      for (int nt = 0; nt < NT; nt++) {
+        uint32_t b[2];
+        frag_b_kn<D>(b, vs, kk * 16, nt * 8, lane);
+        mma(o[nt], pa, b);
+      }
+    }
+    __syncthreads();  // before the next tile overwrites ks and vs
+  }
+  for (int x = 0; x < 2; x++) {
+    const float sum = quad_sum(l[x]);
+    if (qi[x] < 0) continue;
+    const long R = R0 + warp * 16 + g + 8 * x;
+    const int h = row_head(R, kvh, a);
+    float* orow = out + qi[x] * a.qw + long(h) * D;
+    const float inv = 1.f / sum;
+    for (int nt = 0; nt < NT; nt++) {
+      orow[nt * 8 + 2 * tg] = o[nt][2 * x] * inv;
+      orow[nt * 8 + 2 * tg + 1] = o[nt][2 * x + 1] * inv;
+    }
+    if (lse && tg == 0) lse[qi[x] * a.heads + h] = (m[x] + log2f(sum)) * kLn2;
+  }
+}
+
+// attention_flash_delta: one thread per (query, head): stats[2e] = lse,
+// stats[2e+1] = delta = sum_d bf16(dout) * out (dP's row sum against P:
+// sum_j P_j dP_j = dO . sum_j P_j V_j = dO . O).
+__global__ void attention_flash_delta(float* stats, const float* lse, const float* dout, const float* out, Shape a,
+                                      int D) {
+  const long e = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= a.n * a.heads) return;
+  const long i = e / a.heads;
+  const int h = int(e % a.heads);
+  const float *d = dout + i * a.qw + long(h) * D, *o = out + i * a.qw + long(h) * D;
+  float s = 0;
+  for (int x = 0; x < D; x++) s += round_bf16(d[x]) * o[x];
+  stats[2 * e] = lse[e];
+  stats[2 * e + 1] = s;
+}
+
+// attention_flash_dq<D>: grid (row blocks, kv heads); dq is overwritten:
+// dq = scale * sum_j P_j (dP_j - delta) k_j.
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const float* stats, const float* dout,
+                                                                const float* q, const float* k, const float* v,
+                                                                Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
+  HONE_DYNAMIC_SHARED(uint32_t, smem);
+  auto ks = smem;
+  auto vs = smem + kTile * SW;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
+  const int kvh = blockIdx.y;
+  const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
+  auto row_of = [&](const float* base) {
+    return [=, &a](int r) -> const float* {
+      const long R = R0 + r;
+      return R < rows ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
+    };
+  };
+  load_tile<D>(ks, row_of(q));
+  load_tile<D>(vs, row_of(dout));
+  __syncthreads();
+  uint32_t qf[KS][4], df[KS][4];
+  for (int kk = 0; kk < KS; kk++) {
+    frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
+    frag_a<D>(df[kk], vs, warp * 16, kk * 16, lane);
+  }
+  __syncthreads();
+  long qi[2];
+  float lse2[2], delta[2];
+  for (int x = 0; x < 2; x++) {
+    const long R = R0 + warp * 16 + g + 8 * x;
+    qi[x] = row_query(R, a);
+    const long e = qi[x] * a.heads + (qi[x] < 0 ? 0 : row_head(R, kvh, a));
+    lse2[x] = qi[x] < 0 ? INFINITY : stats[2 * e] * kLog2e;  // a row past the end: P = 0
+    delta[x] = qi[x] < 0 ? 0.f : stats[2 * e + 1];
+  }
+  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
+  const long kend = a.past + last + 1;
+  float acc[NT][4] = {};
+  for (long j0 = 0; j0 < kend; j0 += kTile) {
+    load_tile<D>(ks, [&](int r) -> const float* {
+      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    load_tile<D>(vs, [&](int r) -> const float* {
+      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    __syncthreads();
+    float s[8][4] = {}, dp[8][4] = {};
+    for (int kk = 0; kk < KS; kk++) {
+      for (int nt = 0; nt < 8; nt++) {
+        uint32_t b[2];
+        frag_b_nk<D>(b, ks, nt * 8, kk * 16, lane);
+        mma(s[nt], qf[kk], b);
+        frag_b_nk<D>(b, vs, nt * 8, kk * 16, lane);
+        mma(dp[nt], df[kk], b);
+      }
+    }
+    const bool diag = j0 + kTile - 1 > a.past + first;
+    for (int nt = 0; nt < 8; nt++) {
+      for (int c = 0; c < 4; c++) {
+        const int x = c >> 1;
+        const long j = j0 + nt * 8 + 2 * tg + (c & 1);
+        const bool masked = diag && (qi[x] < 0 || j > a.past + qi[x]);
+        const float p = masked ? 0.f : exp2f(s[nt][c] * a.scale_log2 - lse2[x]);
+        s[nt][c] = p * (dp[nt][c] - delta[x]);  // dS
+      }
+    }
+    for (int kk = 0; kk < kTile / 16; kk++) {
+      uint32_t da[4];
+      a_from_c(da, s[2 * kk], s[2 * kk + 1]);
+      for (int nt = 0; nt < NT; nt++) {
+        uint32_t b[2];
+        frag_b_kn<D>(b, ks, kk * 16, nt * 8, lane);
+        mma(acc[nt], da, b);
+      }
+    }
+    __syncthreads();
+  }
+  for (int x = 0; x < 2; x++) {
+    if (qi[x] < 0) continue;
+    const long R = R0 + warp * 16 + g + 8 * x;
+    float* drow = dq + qi[x] * a.qw + long(row_head(R, kvh, a)) * D;
+    for (int nt = 0; nt < NT; nt++) {
+      drow[nt * 8 + 2 * tg] = acc[nt][2 * x] * a.scale;
+      drow[nt * 8 + 2 * tg + 1] = acc[nt][2 * x + 1] * a.scale;
+    }
+  }
+}
+
+// attention_flash_dkdv<D>: grid (key blocks, kv heads); adds to dk and dv
+// the gradients of the block's 64 keys over every row (query, head of the
+// group) that sees them.
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, float* dv, const float* stats,
+                                                                  const float* dout, const float* q, const float* k,
+                                                                  const float* v, Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
+  HONE_DYNAMIC_SHARED(uint32_t, smem);
+  auto ks = smem;                     // [64][SW] the block's keys
+  auto vs = smem + kTile * SW;        // [64][SW] their values
+  auto qs = smem + 2 * kTile * SW;    // [64][SW] a tile of rows' queries
+  auto ds = smem + 3 * kTile * SW;    // [64][SW] their output gradients
+  auto st = smem + 4 * kTile * SW;    // [64][2] their lse (base 2) and delta, as float bits
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
+  const int kvh = blockIdx.y;
+  const long keys = a.past + a.n, j0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
+  load_tile<D>(ks, [&](int r) -> const float* { return j0 + r < keys ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  load_tile<D>(vs, [&](int r) -> const float* { return j0 + r < keys ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  float dka[NT][4] = {}, dva[NT][4] = {};
+  long kj[2];  // this thread's keys (rows warp*16 + g and + 8 of the block)
+  for (int x = 0; x < 2; x++) kj[x] = j0 + warp * 16 + g + 8 * x;
+  // The first query that sees key j0 is j0 - past.
+  const long i_first = j0 - a.past > 0 ? j0 - a.past : 0;
+  for (long R0 = i_first * a.group; R0 < rows; R0 += kTile) {
+    auto row_of = [&](const float* base) {
+      return [=, &a](int r) -> const float* {
+        const long R = R0 + r;
+        return R < rows ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
+      };
+    };
+    load_tile<D>(qs, row_of(q));
+    load_tile<D>(ds, row_of(dout));
+    for (int r = threadIdx.x; r < kTile; r += kThreads) {
+      const long R = R0 + r, i = row_query(R, a);
+      const long e = i * a.heads + (i < 0 ? 0 : row_head(R, kvh, a));
+      st[2 * r] = __float_as_uint(i < 0 ? INFINITY : stats[2 * e] * kLog2e);
+      st[2 * r + 1] = __float_as_uint(i < 0 ? 0.f : stats[2 * e + 1]);
+    }
+    __syncthreads();
+    float s[8][4] = {}, dp[8][4] = {};
+    for (int kk = 0; kk < KS; kk++) {
+      uint32_t ka[4], va[4];
+      frag_a<D>(ka, ks, warp * 16, kk * 16, lane);
+      frag_a<D>(va, vs, warp * 16, kk * 16, lane);
+      for (int nt = 0; nt < 8; nt++) {
+        uint32_t b[2];
+        frag_b_nk<D>(b, qs, nt * 8, kk * 16, lane);
+        mma(s[nt], ka, b);  // S^T = K Q^T
+        frag_b_nk<D>(b, ds, nt * 8, kk * 16, lane);
+        mma(dp[nt], va, b);  // dP^T = V dO^T
+      }
+    }
+    for (int nt = 0; nt < 8; nt++) {
+      for (int c = 0; c < 4; c++) {
+        const int col = nt * 8 + 2 * tg + (c & 1);
+        const long i = row_query(R0 + col, a);
+        const bool masked = i < 0 || kj[c >> 1] > a.past + i;  // also keys past the end: past + i < keys
+        const float p = masked ? 0.f : exp2f(s[nt][c] * a.scale_log2 - __uint_as_float(st[2 * col]));
+        s[nt][c] = p;
+        dp[nt][c] = p * (dp[nt][c] - __uint_as_float(st[2 * col + 1]));  // dS^T
+      }
+    }
+    for (int kk = 0; kk < kTile / 16; kk++) {
+      uint32_t pa[4], da[4];
+      a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
+      a_from_c(da, dp[2 * kk], dp[2 * kk + 1]);
+      for (int nt = 0; nt < NT; nt++) {
+        uint32_t b[2];
+        frag_b_kn<D>(b, ds, kk * 16, nt * 8, lane);
+        mma(dva[nt], pa, b);  // dV += P^T dO
+        frag_b_kn<D>(b, qs, kk * 16, nt * 8, lane);
+        mma(dka[nt], da, b);  // dK += dS^T Q
+      }
+    }
+    __syncthreads();  // before the next row tile overwrites qs, ds and st
+  }
+  for (int x = 0; x < 2; x++) {
+    if (kj[x] >= keys) continue;
+    float* dkr = dk + kj[x] * a.kw + long(kvh) * D;
+    float* dvr = dv + kj[x] * a.kw + long(kvh) * D;
+    for (int nt = 0; nt < NT; nt++) {
+      for (int e = 0; e < 2; e++) {
+        dkr[nt * 8 + 2 * tg + e] += dka[nt][2 * x + e] * a.scale;
+        dvr[nt * 8 + 2 * tg + e] += dva[nt][2 * x + e];
+      }
+    }
+  }
+}
+
+// attention_lse_kernel1 (readable, for the fallback): one thread per
+// (query, head), the log-sum-exp of the scaled scores, sums in double.
+__global__ void attention_lse_kernel1(float* lse, const float* q, const float* k, Shape a, int D) {
+  const long e = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= a.n * a.heads) return;
+  const long i = e / a.heads;
+  const int h = int(e % a.heads), kvh = h / a.group;
+  const float* qi = q + i * a.qw + long(h) * D;
+  float m = -INFINITY;
+  for (long j = 0; j <= a.past + i; j++) {
+    float s = 0;
+    for (int x = 0; x < D; x++) s += qi[x] * k[j * a.kw + long(kvh) * D + x];
+    m = fmaxf(m, a.scale * s);
+  }
+  double l = 0;
+  for (long j = 0; j <= a.past + i; j++) {
+    float s = 0;
+    for (int x = 0; x < D; x++) s += qi[x] * k[j * a.kw + long(kvh) * D + x];
+    l += expf(a.scale * s - m);
+  }
+  lse[e] = m + float(log(l));
+}
+
+// round_kernel: dst = bf16(src), as float32.
+__global__ void round_bf16_kernel(float* dst, const float* src, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
+    dst[i] = round_bf16(src[i]);
+  }
+}
+
+inline Shape shape(long n, int heads, int kv_heads, int head_dim, long past, float scale) {
+  return Shape{n, past, heads, kv_heads, heads / kv_heads, long(heads) * head_dim, long(kv_heads) * head_dim, scale,
+               scale * kLog2e};
+}
+
+inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// fast reports whether the tensor-core kernels take a call: the fast
+// variant, a head dimension they are built for, and the operands they read
+// as float4 (ptrs) 16-byte aligned (the rows are: D is a multiple of 4).
+inline bool fast(hone_ctx* c, int head_dim, std::initializer_list<const void*> ptrs) {
+  if (c->variant != hone_variant_fast || (head_dim != 64 && head_dim != 128)) return false;
+  for (const void* p : ptrs) {
+    if (!aligned16(p)) return false;
+  }
+  return true;
+}
+
+constexpr size_t tiles_bytes(int head_dim, int tiles) { return size_t(tiles) * kTile * (head_dim / 2 + 4) * 4; }
+
+template <int D>
+int forward(hone_ctx* c, float* out, float* lse, const float* q, const float* k, const float* v, const Shape& a) {
+  const dim3 grid(unsigned(ceil_div(a.n * a.group, kBlock)), unsigned(a.kv_heads));
+  HONE_LAUNCH(attention_flash_fwd<D>, grid, kThreads, tiles_bytes(D, 2), c->stream, out, lse, q, k, v, a);
+  return check_launch(c, "attention bf16");
+}
+
+template <int D>
+int backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* stats, const float* dout, const float* q,
+             const float* k, const float* v, const Shape& a) {
+  const dim3 qgrid(unsigned(ceil_div(a.n * a.group, kBlock)), unsigned(a.kv_heads));
+  HONE_LAUNCH(attention_flash_dq<D>, qgrid, kThreads, tiles_bytes(D, 2), c->stream, dq, stats, dout, q, k, v, a);
+  if (check_launch(c, "attention bf16 backward dq")) return -1;
+  const size_t smem = tiles_bytes(D, 4) + 2 * kTile * sizeof(float);
+  if (check_cuda(c, "attention bf16 backward dk dv",
+                 cudaFuncSetAttribute(attention_flash_dkdv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))) {
+    return -1;
+  }
+  const dim3 kgrid(unsigned(ceil_div(a.past + a.n, kBlock)), unsigned(a.kv_heads));
+  HONE_LAUNCH(attention_flash_dkdv<D>, kgrid, kThreads, smem, c->stream, dk, dv, stats, dout, q, k, v, a);
+  return check_launch(c, "attention bf16 backward dk dv");
+}
+
+// Temp is device memory from the context's caching allocator for one call.
+struct Temp {
+  hone_ctx* c;
+  void* p = nullptr;
+  explicit Temp(hone_ctx* c_) : c(c_) {}
+  float* get(size_t floats, const char* op) {
+    if (check_cuda(c, op, c->alloc.alloc(&p, floats * sizeof(float)))) return nullptr;
+    return static_cast<float*>(p);
+  }
+  ~Temp() {
+    if (p) c->alloc.free(p);
+  }
+  Temp(const Temp&) = delete;
+  Temp& operator=(const Temp&) = delete;
+};
+
+// rounded returns a bf16-rounded float32 copy of x (n floats) in t.
+inline const float* rounded(hone_ctx* c, Temp& t, const float* x, long n, const char* op) {
+  float* p = t.get(size_t(n), op);
+  if (!p) return nullptr;
+  HONE_LAUNCH(round_bf16_kernel, grid_for(n, 256), 256, 0, c->stream, p, x, n);
+  return check_launch(c, op) ? nullptr : p;
+}
+
+}  // namespace flash
+}  // namespace hone
+
+using namespace hone;
+
+extern "C" {
+
+int hone_attention_bf16(hone_ctx* c, float* out, float* lse, const float* q, const float* k, const float* v, long n,
+                        int heads, int kv_heads, int head_dim, long past, float scale) {
+  HONE_ENTRY(c);
+  if (n == 0) return 0;
+  const flash::Shape a = flash::shape(n, heads, kv_heads, head_dim, past, scale);
+  if (flash::fast(c, head_dim, {q, k, v})) {
+    return head_dim == 64 ? flash::forward<64>(c, out, lse, q, k, v, a) : flash::forward<128>(c, out, lse, q, k, v, a);
+  }
+  // The reference: the float32 kernels on the rounded inputs.
+  flash::Temp tq(c), tk(c), tv(c);
+  const float* qr = flash::rounded(c, tq, q, n * a.qw, "attention bf16 round");
+  const float* kr = qr ? flash::rounded(c, tk, k, (past + n) * a.kw, "attention bf16 round") : nullptr;
+  const float* vr = kr ? flash::rounded(c, tv, v, (past + n) * a.kw, "attention bf16 round") : nullptr;
+  if (!vr) return -1;
+  if (hone_attention(c, out, qr, kr, vr, n, heads, kv_heads, head_dim, past, scale)) return -1;
+  if (!lse) return 0;
+  HONE_LAUNCH(flash::attention_lse_kernel1, unsigned(ceil_div(n * heads, 64)), 64, 0, c->stream, lse, qr, kr, a,
+              head_dim);
+  return check_launch(c, "attention bf16 lse");
+}
+
+int hone_attention_bf16_backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                 const float* k, const float* v, const float* out, const float* lse, long n,
+                                 int heads, int kv_heads, int head_dim, long past, float scale) {
+  HONE_ENTRY(c);
+  if (n == 0) return 0;
+  const flash::Shape a = flash::shape(n, heads, kv_heads, head_dim, past, scale);
+  if (flash::fast(c, head_dim, {dout, q, k, v})) {
+    flash::Temp to(c), tl(c);
+    if (!out || !lse) {
+      // The forward's output and log-sum-exp, recomputed.
+      float* o = to.get(size_t(n * a.qw), "attention bf16 backward");
+      float* l = o ? tl.get(size_t(n * heads), "attention bf16 backward") : nullptr;
+      if (!l) return -1;
+      if (hone_attention_bf16(c, o, l, q, k, v, n, heads, kv_heads, head_dim, past, scale)) return -1;
+      out = o;
+      lse = l;
+    }
+    Workspace ws{c};
+    if (ws.reserve(Workspace::align(2 * n * heads * sizeof(float)))) return -1;
+    float* stats = ws.take<float>(2 * n * heads);
+    HONE_LAUNCH(flash::attention_flash_delta, unsigned(ceil_div(n * heads, 128)), 128, 0, c->stream, stats, lse, dout,
+                out, a, head_dim);
+    if (check_launch(c, "attention bf16 backward delta")) return -1;
+    return head_dim == 64 ? flash::backward<64>(c, dq, dk, dv, stats, dout, q, k, v, a)
+                          : flash::backward<128>(c, dq, dk, dv, stats, dout, q, k, v, a);
+  }
+  flash::Temp tq(c), tk(c), tv(c), td(c);
+  const float* qr = flash::rounded(c, tq, q, n * a.qw, "attention bf16 backward round");
+  const float* kr = qr ? flash::rounded(c, tk, k, (past + n) * a.kw, "attention bf16 backward round") : nullptr;
+  const float* vr = kr ? flash::rounded(c, tv, v, (past + n) * a.kw, "attention bf16 backward round") : nullptr;
+  const float* dr = vr ? flash::rounded(c, td, dout, n * a.qw, "attention bf16 backward round") : nullptr;
+  if (!dr) return -1;
+  return hone_attention_backward(c, dq, dk, dv, dr, qr, kr, vr, n, heads, kv_heads, head_dim, past, scale);
+}
+
+}  // extern "C"
