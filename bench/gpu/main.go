@@ -9,7 +9,8 @@
 //
 //	go run ./bench/gpu [-backend auto|cuda|emulated|cpu] [-tiny] [-tokens 2048] [-steps 3] [-peak-tflops F]
 //	                   [-config hone.yaml] [-weight-dtype auto|float32|bfloat16] [-autocast auto|on|off]
-//	                   [-checkpointing auto|on|off] [-compare] [-profile=false] [-model DIR]
+//	                   [-checkpointing auto|on|off] [-compare] [-profile=false] [-shapes qwen3-0.6b,qwen3-8b]
+//	                   [-model DIR]
 //	make bench-gpu ARGS='...'
 //
 // It measures what hone serve --train runs: the base weights' dtype,
@@ -96,6 +97,7 @@ type options struct {
 	compare                              bool
 	profile                              bool
 	modelDir                             string
+	shapes                               string // comma-separated names ("" = all)
 	env                                  []string // HONE_* variables (os.Environ(); tests set their own)
 }
 
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	fs.StringVar(&o.checkpointing, "checkpointing", "", "activation checkpointing: auto, on or off (default: trainer.activation_checkpointing, auto: on on a GPU)")
 	fs.BoolVar(&o.compare, "compare", false, "run every shape twice: float32 weights, then bf16 weights (autocast as set)")
 	fs.BoolVar(&o.profile, "profile", true, "after the timed steps, one more step timed per op class (CUDA events on a GPU)")
+	fs.StringVar(&o.shapes, "shapes", "", "comma-separated shapes to run: qwen3-0.6b, qwen3-8b (default: both)")
 	fs.StringVar(&o.modelDir, "model", "", "a model folder (config.json + safetensors) to load, in the weights' dtype, instead of the shapes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -297,7 +300,23 @@ func shapes(o options) ([]shape, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []shape{{name: "qwen3-0.6b", cfg: c06}, {name: "qwen3-8b", cfg: qwen3Shape8B()}}, nil
+	all := []shape{{name: "qwen3-0.6b", cfg: c06}, {name: "qwen3-8b", cfg: qwen3Shape8B()}}
+	if o.shapes == "" {
+		return all, nil
+	}
+	var out []shape
+	for _, n := range strings.Split(o.shapes, ",") {
+		found := false
+		for _, s := range all {
+			if s.name == strings.TrimSpace(n) {
+				out, found = append(out, s), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("-shapes: unknown shape %q (have qwen3-0.6b, qwen3-8b)", n)
+		}
+	}
+	return out, nil
 }
 
 func shapesOf(c *model.Config) memplan.Shapes {

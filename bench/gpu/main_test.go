@@ -144,3 +144,17 @@ func TestFitLayers(t *testing.T) {
 		t.Errorf("0.6B: %.3g FLOPs/token, want between 4N=%.3g and 6N=%.3g", f, 4*n, 6*n)
 	}
 }
+
+// TestShapesFlag: -shapes picks the Qwen3 shapes by name.
+func TestShapesFlag(t *testing.T) {
+	got, err := shapes(options{shapes: "qwen3-8b"})
+	if err != nil || len(got) != 1 || got[0].name != "qwen3-8b" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := shapes(options{}); err != nil || len(got) != 2 {
+		t.Fatalf("default: %v %v", got, err)
+	}
+	if _, err := shapes(options{shapes: "llama"}); err == nil || !strings.Contains(err.Error(), `unknown shape "llama"`) {
+		t.Fatalf("unknown: %v", err)
+	}
+}
