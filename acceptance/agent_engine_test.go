@@ -570,15 +570,26 @@ func writeReadScript(tool, arg string) func(engineView) turn {
 	}
 }
 
-// checkWriteRead checks a write-and-read run of an agent whose shell tool
-// is tool: the file written, the answer printed, three generation calls on
-// the engine (in tokens mode all token-id completions) plus side calls
-// (requests without the tool), the file's contents in the last tool result,
-// and the run captured as one session of three calls (named session, when
-// set) and one trajectory with drift 0 that a reward lands on; each side
-// call is a session of its own.
-func checkWriteRead(t *testing.T, eng *agentEngine, h *testHone, work, out, mode, tool string, side int, session string) {
+// runCheck says what a write-and-read run must look like.
+type runCheck struct {
+	mode    string // continuity mode
+	tool    string // a tool every call of the run offers (side calls do not)
+	session string // the session the run is named (X-Hone-Session), if any
+	calls   int    // the run's generation calls (default 3: a call per tool result, then the answer)
+	side    int    // side calls (titles ...), each a session of its own
+}
+
+// checkWriteRead checks a write-and-read run: the file written, the answer
+// printed, the run's generation calls and side calls on the engine (in
+// tokens mode the run's as token-id completions), the file's contents in
+// the last tool result, and the run captured as one session (the named
+// one, when set) and one trajectory with drift 0 that a reward lands on;
+// each side call is a session of its own.
+func checkWriteRead(t *testing.T, eng *agentEngine, h *testHone, work, out string, rc runCheck) {
 	t.Helper()
+	if rc.calls == 0 {
+		rc.calls = 3
+	}
 	if b, err := os.ReadFile(filepath.Join(work, "hone.txt")); err != nil || strings.TrimSpace(string(b)) != "hello from hone" {
 		t.Fatalf("hone.txt: %q, %v", b, err)
 	}
@@ -588,41 +599,40 @@ func checkWriteRead(t *testing.T, eng *agentEngine, h *testHone, work, out, mode
 	var main []engineView
 	sides := 0
 	for _, v := range eng.seen() {
-		if v.hasTool(tool) {
+		if v.hasTool(rc.tool) {
 			main = append(main, v)
 		} else {
 			sides++
 		}
 	}
-	if len(main) != 3 || sides != side {
-		t.Fatalf("the engine got %d requests with the tool and %d without, want 3 (a call per tool result, then the answer) and %d",
-			len(main), sides, side)
+	if len(main) != rc.calls || sides != rc.side {
+		t.Fatalf("the engine got %d requests with the tool and %d without, want %d and %d", len(main), sides, rc.calls, rc.side)
 	}
-	if mode == proxy.ContinuityTokens {
+	if rc.mode == proxy.ContinuityTokens {
 		for i, v := range main {
 			if v.Path != "/v1/completions" {
 				t.Errorf("request %d went to %s, not token-id completions (tokens mode)", i, v.Path)
 			}
 		}
 	}
-	if r := main[2].Results; len(r) != 2 || !strings.Contains(r[1], "hello from hone") {
+	if r := main[len(main)-1].Results; len(r) != 2 || !strings.Contains(r[1], "hello from hone") {
 		t.Errorf("tool results %q, want the file's contents last", r)
 	}
-	sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1+side })
+	sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1+rc.side })
 	var run *capture.Session
 	for _, s := range sessions {
 		t.Logf("session %s: %d calls", s.ID, s.Calls)
-		if s.Calls == 3 {
+		if s.Calls == rc.calls {
 			run = s
 		} else if s.Calls != 1 {
-			t.Errorf("session %s: %d calls; want the run's 3, or a side call's 1", s.ID, s.Calls)
+			t.Errorf("session %s: %d calls; want the run's %d, or a side call's 1", s.ID, s.Calls, rc.calls)
 		}
 	}
-	if len(sessions) != 1+side || run == nil {
-		t.Fatalf("%d sessions captured, want the run as one session of 3 calls and %d side calls", len(sessions), side)
+	if len(sessions) != 1+rc.side || run == nil {
+		t.Fatalf("%d sessions captured, want the run as one session of %d calls and %d side calls", len(sessions), rc.calls, rc.side)
 	}
-	if session != "" && run.ID != session {
-		t.Errorf("the run's session is %s, want %s (named by X-Hone-Session)", run.ID, session)
+	if rc.session != "" && run.ID != rc.session {
+		t.Errorf("the run's session is %s, want %s (named by X-Hone-Session)", run.ID, rc.session)
 	}
-	checkOneTrajectory(t, h, run.ID, 3)
+	checkOneTrajectory(t, h, run.ID, rc.calls)
 }

@@ -34,7 +34,7 @@ func TestClaudeCodeThroughHone(t *testing.T) {
 			h := startHoneMode(t, eng.url, tc.mode)
 			work := t.TempDir()
 			out := runClaude(t, bin, h.data, work, tc.session, writeReadPrompt)
-			checkWriteRead(t, eng, h, work, out, tc.mode, "Bash", 0, tc.session)
+			checkWriteRead(t, eng, h, work, out, runCheck{mode: tc.mode, tool: "Bash", session: tc.session})
 		})
 	}
 }

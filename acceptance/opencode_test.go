@@ -81,7 +81,7 @@ func TestOpencodeThroughHone(t *testing.T) {
 			if tc.session != "" {
 				side = 0
 			}
-			checkWriteRead(t, eng, h, work, string(out), tc.mode, "bash", side, tc.session)
+			checkWriteRead(t, eng, h, work, string(out), runCheck{mode: tc.mode, tool: "bash", session: tc.session, side: side})
 		})
 	}
 }

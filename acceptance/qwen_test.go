@@ -64,7 +64,7 @@ func TestQwenCodeThroughHone(t *testing.T) {
 				t.Fatalf("qwen: %v\n%s", err, out)
 			}
 			t.Logf("qwen output:\n%s", out)
-			checkWriteRead(t, eng, h, work, string(out), tc.mode, "run_shell_command", 0, tc.session)
+			checkWriteRead(t, eng, h, work, string(out), runCheck{mode: tc.mode, tool: "run_shell_command", session: tc.session})
 		})
 	}
 }
