@@ -8,7 +8,11 @@ import "github.com/hone-rl/hone/kernels"
 // temporary the size of that operand) and run bf16 x bf16 with float32
 // accumulation and a float32 result, which a GPU runs on its tensor cores.
 // The GEMMs are the projections' x W^T, the LM head's h W^T and the input
-// gradient dY W of the backward. LoRA's A and B GEMMs, norms, attention and
+// gradient dY W of the backward. Attention runs with bf16 inputs too
+// (kernels.Attn.BF16: q, k, v and the backward's output gradient rounded,
+// float32 accumulation; on a GPU the tensor-core kernels, which also round
+// the probabilities and score gradients for their products, as
+// FlashAttention does under autocast). LoRA's A and B GEMMs, norms and
 // everything else stay float32, as the gradients and optimiser state do.
 //
 // Off (the default), a bf16 weight meets the float32 activation as is: the
@@ -40,6 +44,12 @@ func AutocastFor(setting string, device bool, weights kernels.DType) bool {
 
 // Autocast reports whether autocast is on.
 func (m *Model) Autocast() bool { return m.autocast }
+
+// attnBF16 reports whether attention runs with bf16 inputs: autocast on a
+// bf16 model (the layers' projections are bf16 together).
+func (m *Model) attnBF16() bool {
+	return m.autocast && len(m.layers) > 0 && m.layers[0].w[ModQ].DType() == kernels.BF16
+}
 
 // casts reports whether a GEMM against base weight w runs in bf16.
 func (m *Model) casts(w kernels.Tensor) bool { return m.autocast && w.DType() == kernels.BF16 }

@@ -157,10 +157,15 @@ func (w *bwd) attention(l int, dx kernels.Tensor) {
 	dAtt := w.alloc(t, qw)
 	w.linear(dAtt, s.att, dx, l, ModO, false)
 	dqr, dkr, dv := w.alloc(t, qw), w.alloc(t, kw), w.alloc(t, kw)
+	a := m.attn(0)
 	for _, sg := range b.segs {
 		view := func(x kernels.Tensor, width int) kernels.Tensor { return be.View(x, sg.off*width, sg.n, width) }
+		if a.BF16 && s.lse != nil {
+			// The forward's statistics (trainLayer kept them).
+			a.LSE, a.Out = view(s.lse, cfg.NumHeads), view(s.att, qw)
+		}
 		be.AttentionBackward(view(dqr, qw), view(dkr, kw), view(dv, kw), view(dAtt, qw),
-			view(s.qr, qw), view(s.kr, kw), view(s.v, kw), m.attn(0))
+			view(s.qr, qw), view(s.kr, kw), view(s.v, kw), a)
 	}
 	be.RoPE(dqr, b.dpos, m.rope, true)
 	be.RoPE(dkr, b.dpos, m.rope, true)

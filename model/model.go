@@ -360,7 +360,7 @@ func (m *Model) Backend() kernels.Backend { return m.be }
 
 func (m *Model) attn(past int) kernels.Attn {
 	return kernels.Attn{Heads: m.cfg.NumHeads, KVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, Past: past,
-		Scale: float32(1 / math.Sqrt(float64(m.cfg.HeadDim)))}
+		Scale: float32(1 / math.Sqrt(float64(m.cfg.HeadDim))), BF16: m.attnBF16()}
 }
 
 // SetWeightDType stores the base matrices (the embedding, the LM head and

@@ -33,6 +33,7 @@ type layerActs struct {
 	q, k, v      kernels.Tensor // projections (before q/k norm)
 	qr, kr       kernels.Tensor // q and k after norm and RoPE
 	att, xMid    kernels.Tensor // attention output, residual after attention
+	lse          kernels.Tensor // attention's log-sum-exp per (token, head), with bf16 attention (else nil)
 	h2           kernels.Tensor // MLP norm
 	gate, up, ac kernels.Tensor // MLP activations
 }
@@ -265,9 +266,18 @@ func (m *Model) trainLayer(l int, x kernels.Tensor, act *Activations, alloc, all
 	be.RoPE(s.qr, b.dpos, m.rope, false)
 	be.RoPE(s.kr, b.dpos, m.rope, false)
 	s.att = alloc(t, qw)
+	a := m.attn(0)
+	if a.BF16 {
+		// Kept for the backward, which then skips recomputing the
+		// softmax's statistics (Heads floats per token).
+		s.lse = alloc(t, cfg.NumHeads)
+	}
 	for _, sg := range b.segs {
+		if s.lse != nil {
+			a.LSE = be.View(s.lse, sg.off*cfg.NumHeads, sg.n, cfg.NumHeads)
+		}
 		be.Attention(be.View(s.att, sg.off*qw, sg.n, qw), be.View(s.qr, sg.off*qw, sg.n, qw),
-			be.View(s.kr, sg.off*kw, sg.n, kw), be.View(s.v, sg.off*kw, sg.n, kw), m.attn(0))
+			be.View(s.kr, sg.off*kw, sg.n, kw), be.View(s.v, sg.off*kw, sg.n, kw), a)
 	}
 	s.xMid = alloc(t, cfg.HiddenSize)
 	m.linear(s.xMid, s.att, l, ModO, b.segs, lora)

@@ -30,6 +30,14 @@
 #include "hone_cuda.h"
 #include "internal.cuh"
 
+// The loops over a thread's fragments must unroll for them to stay in
+// registers (an array indexed at run time goes to local memory).
+#ifdef HONE_CUDA_EMU
+#define HONE_UNROLL
+#else
+#define HONE_UNROLL _Pragma("unroll")
+#endif
+
 namespace hone {
 namespace flash {
 
@@ -114,6 +122,7 @@ template <int D, class P>
 __device__ inline void frag_b_kn(uint32_t (&b)[2], P t, int k0, int n0, int lane) {
   constexpr int SW = Stride<D>;
   const int col = n0 + (lane >> 2), w = col >> 1, sh = (col & 1) * 16;
+  HONE_UNROLL
   for (int r = 0; r < 2; r++) {
     const int k = k0 + 2 * (lane & 3) + 8 * r;
     const uint32_t lo = (uint32_t(t[k * SW + w]) >> sh) & 0xffffu;
@@ -180,9 +189,11 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
   });
   __syncthreads();
   uint32_t qf[KS][4];
+  HONE_UNROLL
   for (int kk = 0; kk < KS; kk++) frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
   __syncthreads();  // ks is the key tile from here on
   long qi[2];       // the queries of this thread's rows warp*16 + g and + 8
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) qi[x] = row_query(R0 + warp * 16 + g + 8 * x, a);
   const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
   const long kend = a.past + last + 1;  // keys the block's last query sees
@@ -197,7 +208,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
     });
     __syncthreads();
     float s[8][4] = {};
+    HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
+      HONE_UNROLL
       for (int nt = 0; nt < 8; nt++) {
         uint32_t b[2];
         frag_b_nk<D>(b, ks, nt * 8, kk * 16, lane);
@@ -206,9 +219,12 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
     }
     // The causal mask, on tiles that reach past the block's first query.
     const bool diag = j0 + kTile - 1 > a.past + first;
+    HONE_UNROLL
     for (int x = 0; x < 2; x++) {
       float mx = m[x];
+      HONE_UNROLL
       for (int nt = 0; nt < 8; nt++) {
+        HONE_UNROLL
         for (int e = 0; e < 2; e++) {
           const long j = j0 + nt * 8 + 2 * tg + e;
           float& sv = s[nt][2 * x + e];
@@ -222,11 +238,14 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
       const float corr = exp2f(m[x] - mu);
       m[x] = mx;
       l[x] *= corr;
+      HONE_UNROLL
       for (int nt = 0; nt < NT; nt++) {
         o[nt][2 * x] *= corr;
         o[nt][2 * x + 1] *= corr;
       }
+      HONE_UNROLL
       for (int nt = 0; nt < 8; nt++) {
+        HONE_UNROLL
         for (int e = 0; e < 2; e++) {
           const float p = exp2f(s[nt][2 * x + e] - mu);
           s[nt][2 * x + e] = p;
@@ -235,9 +254,11 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
       }
     }
     // O += P V: P (bf16) straight from the score registers.
+    HONE_UNROLL
     for (int kk = 0; kk < kTile / 16; kk++) {
       uint32_t pa[4];
       a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
+      HONE_UNROLL
       for (int nt = 0; nt < NT; nt++) {
         uint32_t b[2];
         frag_b_kn<D>(b, vs, kk * 16, nt * 8, lane);
@@ -246,6 +267,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
     }
     __syncthreads();  // before the next tile overwrites ks and vs
   }
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) {
     const float sum = quad_sum(l[x]);
     if (qi[x] < 0) continue;
@@ -253,6 +275,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
     const int h = row_head(R, kvh, a);
     float* orow = out + qi[x] * a.qw + long(h) * D;
     const float inv = 1.f / sum;
+    HONE_UNROLL
     for (int nt = 0; nt < NT; nt++) {
       orow[nt * 8 + 2 * tg] = o[nt][2 * x] * inv;
       orow[nt * 8 + 2 * tg + 1] = o[nt][2 * x + 1] * inv;
@@ -300,6 +323,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   load_tile<D>(vs, row_of(dout));
   __syncthreads();
   uint32_t qf[KS][4], df[KS][4];
+  HONE_UNROLL
   for (int kk = 0; kk < KS; kk++) {
     frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
     frag_a<D>(df[kk], vs, warp * 16, kk * 16, lane);
@@ -307,6 +331,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   __syncthreads();
   long qi[2];
   float lse2[2], delta[2];
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) {
     const long R = R0 + warp * 16 + g + 8 * x;
     qi[x] = row_query(R, a);
@@ -326,7 +351,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
     });
     __syncthreads();
     float s[8][4] = {}, dp[8][4] = {};
+    HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
+      HONE_UNROLL
       for (int nt = 0; nt < 8; nt++) {
         uint32_t b[2];
         frag_b_nk<D>(b, ks, nt * 8, kk * 16, lane);
@@ -336,7 +363,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
       }
     }
     const bool diag = j0 + kTile - 1 > a.past + first;
+    HONE_UNROLL
     for (int nt = 0; nt < 8; nt++) {
+      HONE_UNROLL
       for (int c = 0; c < 4; c++) {
         const int x = c >> 1;
         const long j = j0 + nt * 8 + 2 * tg + (c & 1);
@@ -345,9 +374,11 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
         s[nt][c] = p * (dp[nt][c] - delta[x]);  // dS
       }
     }
+    HONE_UNROLL
     for (int kk = 0; kk < kTile / 16; kk++) {
       uint32_t da[4];
       a_from_c(da, s[2 * kk], s[2 * kk + 1]);
+      HONE_UNROLL
       for (int nt = 0; nt < NT; nt++) {
         uint32_t b[2];
         frag_b_kn<D>(b, ks, kk * 16, nt * 8, lane);
@@ -356,10 +387,12 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
     }
     __syncthreads();
   }
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) {
     if (qi[x] < 0) continue;
     const long R = R0 + warp * 16 + g + 8 * x;
     float* drow = dq + qi[x] * a.qw + long(row_head(R, kvh, a)) * D;
+    HONE_UNROLL
     for (int nt = 0; nt < NT; nt++) {
       drow[nt * 8 + 2 * tg] = acc[nt][2 * x] * a.scale;
       drow[nt * 8 + 2 * tg + 1] = acc[nt][2 * x + 1] * a.scale;
@@ -388,6 +421,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
   load_tile<D>(vs, [&](int r) -> const float* { return j0 + r < keys ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
   float dka[NT][4] = {}, dva[NT][4] = {};
   long kj[2];  // this thread's keys (rows warp*16 + g and + 8 of the block)
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) kj[x] = j0 + warp * 16 + g + 8 * x;
   // The first query that sees key j0 is j0 - past.
   const long i_first = j0 - a.past > 0 ? j0 - a.past : 0;
@@ -408,10 +442,12 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
     }
     __syncthreads();
     float s[8][4] = {}, dp[8][4] = {};
+    HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
       uint32_t ka[4], va[4];
       frag_a<D>(ka, ks, warp * 16, kk * 16, lane);
       frag_a<D>(va, vs, warp * 16, kk * 16, lane);
+      HONE_UNROLL
       for (int nt = 0; nt < 8; nt++) {
         uint32_t b[2];
         frag_b_nk<D>(b, qs, nt * 8, kk * 16, lane);
@@ -420,7 +456,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
         mma(dp[nt], va, b);  // dP^T = V dO^T
       }
     }
+    HONE_UNROLL
     for (int nt = 0; nt < 8; nt++) {
+      HONE_UNROLL
       for (int c = 0; c < 4; c++) {
         const int col = nt * 8 + 2 * tg + (c & 1);
         const long i = row_query(R0 + col, a);
@@ -430,10 +468,12 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
         dp[nt][c] = p * (dp[nt][c] - __uint_as_float(st[2 * col + 1]));  // dS^T
       }
     }
+    HONE_UNROLL
     for (int kk = 0; kk < kTile / 16; kk++) {
       uint32_t pa[4], da[4];
       a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
       a_from_c(da, dp[2 * kk], dp[2 * kk + 1]);
+      HONE_UNROLL
       for (int nt = 0; nt < NT; nt++) {
         uint32_t b[2];
         frag_b_kn<D>(b, ds, kk * 16, nt * 8, lane);
@@ -444,11 +484,14 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
     }
     __syncthreads();  // before the next row tile overwrites qs, ds and st
   }
+  HONE_UNROLL
   for (int x = 0; x < 2; x++) {
     if (kj[x] >= keys) continue;
     float* dkr = dk + kj[x] * a.kw + long(kvh) * D;
     float* dvr = dv + kj[x] * a.kw + long(kvh) * D;
+    HONE_UNROLL
     for (int nt = 0; nt < NT; nt++) {
+      HONE_UNROLL
       for (int e = 0; e < 2; e++) {
         dkr[nt * 8 + 2 * tg + e] += dka[nt][2 * x + e] * a.scale;
         dvr[nt * 8 + 2 * tg + e] += dva[nt][2 * x + e];
