@@ -7,6 +7,9 @@
 #
 #   bash scripts/cuda/build.sh                      bin/hone-cuda from ./cmd/hone
 #   bash scripts/cuda/build.sh -o OUT ./bench/gpu   another package
+#   bash scripts/cuda/build.sh -test -o OUT ./kernels/cuda
+#                                                   a package's test binary (go test -c):
+#                                                   the device tests (TestDevice*) of the GPU bundle
 #
 # No GPU is needed to build. The binary needs the toolkit's lib/ where it was
 # built (rpath) and, to run on a GPU, an NVIDIA driver of the 580 series or
@@ -15,7 +18,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bin/hone-cuda
-if [ "${1:-}" = "-o" ]; then out="$2"; shift 2; fi
+test=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-o) out="$2"; shift 2 ;;
+	-test) test=1; shift ;;
+	*) break ;;
+	esac
+done
 pkg="${1:-./cmd/hone}"
 HONE_CUDA_HOME="$(bash scripts/cuda/ensure.sh | tail -n 1)"
 export HONE_CUDA_HOME HONE_REQUIRE_CUDA=1
@@ -28,5 +38,9 @@ if [ ! -f "$obj/libhonecuda.a" ]; then
 	exit 1
 fi
 lib="$HONE_CUDA_HOME/lib"
-CGO_ENABLED=1 CGO_LDFLAGS="-L$obj -L$lib -Wl,-rpath,$lib" go build -tags cuda -o "$out" "$pkg"
+if [ "$test" = 1 ]; then
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$obj -L$lib -Wl,-rpath,$lib" go test -c -tags cuda -o "$out" "$pkg"
+else
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$obj -L$lib -Wl,-rpath,$lib" go build -tags cuda -o "$out" "$pkg"
+fi
 echo "$out"
