@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,18 +429,19 @@ func renderPrompt(tools gjson.Result, msgs []gjson.Result) string {
 }
 
 // testHone is hone's data plane in front of one engine, with a Badger
-// capture store and a control plane on the store's routes.
+// capture store (which also keeps the Responses API conversations, as hone
+// serve does) and a control plane on the store's routes. restart stops it
+// and starts it again on the same store folder and port.
 type testHone struct {
+	t             *testing.T
 	data, control string
 	store         *capture.Store
 	reg           *prometheus.Registry
-}
-
-// startHoneStore runs hone in front of engineURL (capture.continuity:
-// observe).
-func startHoneStore(t *testing.T, engineURL string) (data, control string, store *capture.Store) {
-	h := startHoneMode(t, engineURL, proxy.ContinuityObserve)
-	return h.data, h.control, h.store
+	engineURL     string
+	mode          string
+	dir           string
+	srv           *proxy.Server
+	ctl           atomic.Pointer[chi.Mux]
 }
 
 // startHoneMode runs hone in front of engineURL in a continuity mode; in
@@ -445,49 +449,85 @@ func startHoneStore(t *testing.T, engineURL string) (data, control string, store
 // probe put the engine in tokens mode.
 func startHoneMode(t *testing.T, engineURL, mode string) *testHone {
 	t.Helper()
-	store, err := capture.Open(filepath.Join(t.TempDir(), "capture"), capture.DefaultOptions(), prometheus.NewRegistry())
-	if err != nil {
+	h := &testHone{t: t, engineURL: engineURL, mode: mode, dir: filepath.Join(t.TempDir(), "capture")}
+	cs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ctl.Load().ServeHTTP(w, r) }))
+	t.Cleanup(cs.Close)
+	h.control = cs.URL
+	if err := h.start(listen(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(h.stop) // before the store closes: cleanups run last first
+	return h
+}
+
+func (h *testHone) start(ln net.Listener) error {
+	store, err := capture.Open(h.dir, capture.DefaultOptions(), prometheus.NewRegistry())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	o := proxy.DefaultOptions()
-	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL}}
-	o.Continuity = mode
-	if mode == proxy.ContinuityTokens {
+	o.Upstream.Engines = []proxy.EngineOptions{{URL: h.engineURL}}
+	o.Continuity = h.mode
+	if h.mode == proxy.ContinuityTokens {
 		o.Upstream.Tokenizer = shippedTinyModel
 	}
 	reg := prometheus.NewRegistry()
 	s, err := proxy.New(o, store, reg, nil)
 	if err != nil {
-		t.Fatal(err)
+		store.Close()
+		ln.Close()
+		return err
 	}
-	ln := listen(t)
+	s.SetConversations(store.Conversations(o.Responses.TTL, o.Responses.Max))
 	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
 	ctl := chi.NewRouter()
 	store.Routes(ctl)
-	cs := httptest.NewServer(ctl)
-	t.Cleanup(cs.Close)
-	h := &testHone{data: "http://" + ln.Addr().String(), control: cs.URL, store: store, reg: reg}
-	if mode == proxy.ContinuityTokens {
-		waitTokensMode(t, reg, engineURL)
+	h.ctl.Store(ctl)
+	h.data, h.store, h.reg, h.srv = "http://"+ln.Addr().String(), store, reg, s
+	if h.mode == proxy.ContinuityTokens {
+		return waitTokensMode(reg, h.engineURL)
 	}
-	return h
+	return nil
+}
+
+// stop shuts the data plane down (in-flight calls end) and closes the store
+// (queued captures are written).
+func (h *testHone) stop() {
+	if h.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.t.Errorf("hone shutdown: %v", err)
+	}
+	if err := h.store.Close(); err != nil {
+		h.t.Errorf("store close: %v", err)
+	}
+	h.srv = nil
+}
+
+// restart stops hone and starts it again on the same store folder and port
+// (it may run outside the test's goroutine: errors are returned).
+func (h *testHone) restart() error {
+	addr := strings.TrimPrefix(h.data, "http://")
+	h.stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s again: %w", addr, err)
+	}
+	return h.start(ln)
 }
 
 // waitTokensMode waits until hone's probe put the engine in tokens mode
 // (hone_continuity_tokens{engine} = 1).
-func waitTokensMode(t *testing.T, reg *prometheus.Registry, engineURL string) {
-	t.Helper()
+func waitTokensMode(reg *prometheus.Registry, engineURL string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		mfs, err := reg.Gather()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for _, mf := range mfs {
 			if mf.GetName() != "hone_continuity_tokens" {
@@ -496,14 +536,14 @@ func waitTokensMode(t *testing.T, reg *prometheus.Registry, engineURL string) {
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
 					if l.GetName() == "engine" && strings.TrimSuffix(l.GetValue(), "/") == engineURL && m.GetGauge().GetValue() == 1 {
-						return
+						return nil
 					}
 				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("hone never put the scripted engine in tokens mode (the probe failed?)")
+	return errors.New("hone never put the scripted engine in tokens mode (the probe failed?)")
 }
 
 // sessionsOf lists the captured sessions, waiting until pred holds of them

@@ -130,6 +130,7 @@ func Open(dir string, opts Options, reg prometheus.Registerer) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.restoreInference() // agents in the middle of a conversation keep their sessions
 	go s.runEncoder()
 	go s.runWriter()
 	go s.runJanitor()
