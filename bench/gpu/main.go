@@ -97,7 +97,7 @@ type options struct {
 	compare                              bool
 	profile                              bool
 	modelDir                             string
-	shapes                               string // comma-separated names ("" = all)
+	shapes                               string   // comma-separated names ("" = all)
 	env                                  []string // HONE_* variables (os.Environ(); tests set their own)
 }
 
