@@ -83,4 +83,8 @@ type Experience struct {
 	// ContinuationOf is the previous part of the conversation when this
 	// session continues one that was already consumed (Session.ContinuedBy).
 	ContinuationOf string `json:"continuation_of,omitempty"`
+	// CompactedFrom, when set, is the call whose reply (a summary of the
+	// conversation so far) this trajectory's first call carries: the agent
+	// compacted its context and this trajectory is the task's next segment.
+	CompactedFrom string `json:"compacted_from,omitempty"`
 }

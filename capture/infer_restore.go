@@ -29,6 +29,11 @@ func (s *Store) restoreInference() {
 		id string
 	}
 	var entries []entry
+	type last struct {
+		c    *Call
+		salt uint64
+	}
+	var lasts []last
 	err := s.db.View(func(txn *badger.Txn) error {
 		t := s.newTx(nil, txn)
 		o := badger.DefaultIteratorOptions
@@ -62,6 +67,7 @@ func (s *Store) restoreInference() {
 				continue
 			}
 			salt := ownerSalt(rec.Owner)
+			lasts = append(lasts, last{c, salt})
 			d := xxhash.New()
 			for i := range c.Choices {
 				m := replyMessage(&c.Choices[i])
@@ -76,6 +82,9 @@ func (s *Store) restoreInference() {
 	}
 	for i := len(entries) - 1; i >= 0; i-- { // oldest first: the newest are evicted last
 		s.infer.Add(entries[i].h, entries[i].id)
+	}
+	for i := len(lasts) - 1; i >= 0; i-- { // a summary answered just before the restart
+		s.registerSummaries(lasts[i].c, lasts[i].salt)
 	}
 }
 

@@ -154,7 +154,7 @@ func (t *tx) buildExperiences(rec *Session) ([]Experience, int, error) {
 	tr, drifts := buildTrie(calls)
 	// A rebuilt session counts only the drifts its last build did not.
 	before := driftCounts(rec.Drifts)
-	rec.Drift, rec.Drifts = tr.drift, drifts
+	rec.Drift, rec.Drifts, rec.Compactions = tr.drift, drifts, len(tr.compacted)
 	for cause, n := range driftCounts(drifts) {
 		if d := float64(n - before[cause]); d > 0 {
 			t.after = append(t.after, func() { t.s.m.drift.WithLabelValues(cause).Add(d) })
@@ -169,6 +169,15 @@ func buildTrie(calls []*Call) (*trie, []Drift) {
 	var drifts []Drift
 	for i, c := range calls {
 		if tr.add(c) {
+			if of := compactionOf(c, calls[:i]); of != "" {
+				// not drift: the agent replaced its history by a summary
+				tr.drift--
+				if tr.compacted == nil {
+					tr.compacted = map[*Call]string{}
+				}
+				tr.compacted[c] = of
+				continue
+			}
 			drifts = append(drifts, classifyDrift(c, calls[:i]))
 		}
 	}
@@ -183,6 +192,7 @@ func experiencesOf(rec *Session, tr *trie, rule string) []Experience {
 		e := Experience{Session: rec.ID, Task: rec.Task, Owner: rec.Owner, Model: rec.Model, Leaf: i, Reward: rec.SessionReward(rule),
 			ContinuationOf: rec.ContinuationOf}
 		e.Tokens, e.Mask, e.Logprobs, e.Versions, e.Steps = trajectory(leaf, callReward)
+		e.CompactedFrom = tr.compactedFrom(leaf)
 		e.Messages, e.Tools = transcript(leaf.call, leaf.choice)
 		out = append(out, e)
 	}

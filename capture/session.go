@@ -63,8 +63,12 @@ type Session struct {
 	Drift    int       `json:"drift"`
 	// Drifts says where and why calls drifted, as of the last build of
 	// the session's experiences.
-	Drifts  []Drift  `json:"drifts,omitempty"`
-	Cursors []uint64 `json:"cursors,omitempty"` // ready-queue cursors of its experiences
+	Drifts []Drift `json:"drifts,omitempty"`
+	// Compactions counts calls that started a new path of the session
+	// because the agent replaced its history by a summary (not drift; see
+	// compaction.go), as of the last build.
+	Compactions int      `json:"compactions,omitempty"`
+	Cursors     []uint64 `json:"cursors,omitempty"` // ready-queue cursors of its experiences
 
 	// Owner is the opaque client id of the session's first call ("" when
 	// hone runs without client keys). See doc.go, Ownership.

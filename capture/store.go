@@ -45,10 +45,13 @@ type Store struct {
 	log  *slog.Logger
 
 	// hot path, safe for concurrent use
-	live    *lru.Cache[string, bool]        // session id -> selected
-	infer   *lru.Cache[uint64, string]      // hash(messages + reply) -> session id
-	pending *lru.Cache[string, pendingHash] // call id -> hash of its request messages
-	owners  *lru.Cache[string, string]      // session id -> owner, claimed at admission (owner.go)
+	live  *lru.Cache[string, bool]   // session id -> selected
+	infer *lru.Cache[uint64, string] // hash(messages + reply) -> session id
+	// hash(a line of a reply) -> session id, for agents that compacted
+	// their conversation (compaction.go)
+	summaries *lru.Cache[uint64, string]
+	pending   *lru.Cache[string, pendingHash] // call id -> hash of its request messages
+	owners    *lru.Cache[string, string]      // session id -> owner, claimed at admission (owner.go)
 
 	mu     sync.RWMutex // guards closed against sends on q
 	closed bool
@@ -145,6 +148,9 @@ func (s *Store) initCaches() error {
 	if s.infer, err = lru.New[uint64, string](s.opts.Session.InferCache); err != nil {
 		return fmt.Errorf("inference cache: %w", err)
 	}
+	if s.summaries, err = lru.New[uint64, string](s.opts.Session.InferCache); err != nil {
+		return fmt.Errorf("summary cache: %w", err)
+	}
 	if s.pending, err = lru.New[string, pendingHash](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("pending cache: %w", err)
 	}
@@ -240,6 +246,9 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 		if id, ok := s.infer.Get(hs[i] ^ salt); ok {
 			return id, opening, false
 		}
+	}
+	if id, ok := s.summarisedSession(a.Body, salt); ok { // the agent compacted its conversation
+		return id, opening, false
 	}
 	return uuid.NewString(), opening, true
 }
@@ -344,6 +353,7 @@ func (s *Store) registerReply(c *Call) {
 		m := replyMessage(&c.Choices[i])
 		s.infer.Add(m.extend(d, p.h)^p.salt, c.Session)
 	}
+	s.registerSummaries(c, p.salt)
 }
 
 // pendingHash is the message-prefix hash of an admitted call and its

@@ -24,11 +24,14 @@ type node struct {
 
 // trie stitches a session's calls, added in seq order.
 type trie struct {
-	root    node
-	nodes   []*node
-	calls   int
-	drift   int
-	skipped int // calls without token ids
+	root  node
+	nodes []*node
+	calls int
+	drift int
+	// compacted maps the calls that start a path after a compaction (they
+	// carry an earlier reply's summary) to the summarised call
+	compacted map[*Call]string
+	skipped   int // calls without token ids
 }
 
 func extendHash(h uint64, ids []int32) uint64 {
@@ -210,4 +213,14 @@ func trajectory(leaf *node, callReward func(id string) *float64) (tokens []int32
 		steps = append(steps, StepSpan{Call: n.call.ID, Start: start, End: len(tokens), Reward: callReward(n.call.ID)})
 	}
 	return tokens, mask, lps, vers, steps
+}
+
+// compactedFrom returns the summarised call when the first call of a
+// leaf's path continues the session after a compaction, else "".
+func (t *trie) compactedFrom(leaf *node) string {
+	n := leaf
+	for n.parent != nil && n.parent != &t.root {
+		n = n.parent
+	}
+	return t.compacted[n.call]
 }

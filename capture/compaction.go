@@ -1,0 +1,134 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tidwall/gjson"
+)
+
+// Compaction: an agent whose context fills summarises its conversation (a
+// call whose reply is the summary: Claude Code's /compact and auto-compact,
+// Codex's local compaction) and goes on from a history that starts over
+// with the summary in a user message. Such a call extends no token path of
+// the session, yet it is the same task: hone
+//   - infers its session from the summary it carries (a line of an earlier
+//     reply of the owner's, found by the first summaryWindow bytes of its
+//     lines), when no message prefix matches and no header names one;
+//   - stitches it as a new path of the session, counted as a compaction, not
+//     as drift: the session's trajectories after a compaction are segments
+//     of the same task, sharing its reward, and each experience whose first
+//     call carries a summary names the summarised call (CompactedFrom).
+//
+// A line marks a reply when it is at least summaryWindow bytes long and the
+// call's request did not contain it (the model wrote it, not quoted it),
+// so a shared system prompt never links two conversations.
+
+const (
+	summaryWindow     = 64 // bytes of a line's start that mark it
+	maxSummaryWindows = 16 // lines marked per reply
+	minSummaryReply   = 128
+)
+
+// summaryLines calls fn with the first summaryWindow bytes of each line of
+// text that long, until fn returns false.
+func summaryLines(text string, fn func(w string) bool) {
+	for len(text) > 0 {
+		line := text
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = ""
+		}
+		line = strings.TrimSpace(line)
+		if len(line) >= summaryWindow && !fn(line[:summaryWindow]) {
+			return
+		}
+	}
+}
+
+// replyMarks returns the marking windows of a choice's reply: lines of its
+// text (reasoning left out) that its request did not contain. Replies with
+// tool calls or short ones carry no summary.
+func replyMarks(req []byte, ch *Choice) []string {
+	if len(ch.ToolCalls) > 0 {
+		return nil
+	}
+	text, _ := splitThink(ch.Content)
+	if len(text) < minSummaryReply {
+		return nil
+	}
+	var out []string
+	summaryLines(text, func(w string) bool {
+		esc, _ := json.Marshal(w)
+		if !bytes.Contains(req, esc[1:len(esc)-1]) {
+			out = append(out, w)
+		}
+		return len(out) < maxSummaryWindows
+	})
+	return out
+}
+
+// requestTexts calls fn with the text of each user, system and developer
+// message of a chat request, until fn returns false.
+func requestTexts(body []byte, fn func(string) bool) {
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		switch m.Get("role").String() {
+		case "user", "system", "developer":
+			return fn(canonContent(m.Get("content")))
+		}
+		return true
+	})
+}
+
+// registerSummaries remembers the marking windows of c's replies, so that
+// a call carrying one (its agent compacted the conversation) joins c's
+// session.
+func (s *Store) registerSummaries(c *Call, salt uint64) {
+	for i := range c.Choices {
+		for _, w := range replyMarks(c.Request, &c.Choices[i]) {
+			s.summaries.Add(xxhash.Sum64String(w)^salt, c.Session)
+		}
+	}
+}
+
+// summarisedSession returns the session whose reply a request's messages
+// carry, if any.
+func (s *Store) summarisedSession(body []byte, salt uint64) (id string, ok bool) {
+	requestTexts(body, func(text string) bool {
+		summaryLines(text, func(w string) bool {
+			id, ok = s.summaries.Peek(xxhash.Sum64String(w) ^ salt)
+			return !ok
+		})
+		return !ok
+	})
+	return id, ok
+}
+
+// compactionOf returns the id of the latest earlier call whose reply c's
+// messages carry ("" when none): c continues the session after a
+// compaction.
+func compactionOf(c *Call, earlier []*Call) string {
+	marks := map[string]string{}
+	for _, e := range earlier {
+		for i := range e.Choices {
+			for _, w := range replyMarks(e.Request, &e.Choices[i]) {
+				marks[w] = e.ID // later calls overwrite: the latest summary wins
+			}
+		}
+	}
+	if len(marks) == 0 {
+		return ""
+	}
+	found := ""
+	requestTexts(c.Request, func(text string) bool {
+		summaryLines(text, func(w string) bool {
+			found = marks[w]
+			return found == ""
+		})
+		return found == ""
+	})
+	return found
+}
