@@ -254,4 +254,11 @@ func TestRunSteps(t *testing.T) {
 		!strings.Contains(out, "selftest       skipped (--skip)") {
 		t.Fatalf("with a failing step: exit %d\n%s", code, out)
 	}
+	// Device tests that skip (the runtime could not open the GPU env.sh
+	// found) fail the step.
+	h.file(t, filepath.Join(dir, "bin", "cuda.test"), "#!/bin/sh\necho '--- SKIP: TestDevice (0.00s)'\necho PASS\n", 0o755)
+	code, out = h.run(t, dir, "--out", t.TempDir(), "--quick", "--only", "device-tests")
+	if code != 1 || !strings.Contains(out, "device-tests: FAIL (log: --- SKIP: TestDevice)") || strings.Contains(out, "bench") {
+		t.Fatalf("with skipped device tests: exit %d\n%s", code, out)
+	}
 }

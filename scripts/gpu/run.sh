@@ -70,11 +70,14 @@ shapes="qwen3-0.6b,qwen3-8b" steps=3
 
 results=()
 failed=0
-# step NAME TIMEOUT_SECONDS COMMAND...: runs COMMAND with its output in
-# $out/NAME.log and records the outcome.
+# step NAME TIMEOUT_SECONDS [--fail-on ERE] COMMAND...: runs COMMAND with
+# its output in $out/NAME.log and records the outcome; with --fail-on, a
+# zero exit whose log matches ERE fails too (a test that skipped, a bench
+# that found no GPU: env.sh found one, so the CUDA runtime could not open it).
 step() {
-	local name="$1" limit="$2"
+	local name="$1" limit="$2" failon=""
 	shift 2
+	if [ "$1" = --fail-on ]; then failon="$2"; shift 2; fi
 	if [ -n "$only" ] && [[ "$only" != *",$name,"* ]]; then return; fi
 	if [[ "$skip" == *",$name,"* ]]; then results+=("$name|skipped (--skip)|0|-"); return; fi
 	local log="$out/$name.log" start status
@@ -84,11 +87,14 @@ step() {
 	timeout --kill-after=30 "$limit" "$@" >>"$log" 2>&1
 	status=$?
 	local took=$(($(date +%s) - start)) what
-	case $status in
+	if [ $status = 0 ] && [ -n "$failon" ] && grep -Eq -- "$failon" "$log"; then
+		what="FAIL (log: $(grep -Eo -m 1 -- "$failon" "$log"))"
+		failed=1
+	else case $status in
 	0) what="pass" ;;
 	124 | 137) what="TIMEOUT after ${limit}s"; failed=1 ;;
 	*) what="FAIL (exit $status)"; failed=1 ;;
-	esac
+	esac; fi
 	echo "run.sh: $name: $what in ${took}s" >&2
 	results+=("$name|$what|$took|$log")
 }
@@ -101,12 +107,12 @@ skipped() {
 
 cd "$here" || exit 1
 step selftest 600 bin/hone-cuda selftest --backend cuda
-step device-tests 900 bin/cuda.test -test.run '^TestDevice' -test.v -test.timeout 14m
-step bench 1500 bin/gpu-bench -compare -shapes "$shapes" -steps "$steps"
+step device-tests 900 --fail-on '^--- SKIP: TestDevice' bin/cuda.test -test.run '^TestDevice' -test.v -test.timeout 14m
+step bench 1500 --fail-on 'not measured: no GPU' bin/gpu-bench -compare -shapes "$shapes" -steps "$steps"
 ncu_bin="$(command -v ncu || true)"
 [ -z "$ncu_bin" ] && [ -x /usr/local/cuda/bin/ncu ] && ncu_bin=/usr/local/cuda/bin/ncu
 if [ -n "$ncu_bin" ]; then
-	step profile 900 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --print-summary per-kernel \
+	step profile 900 --fail-on 'not measured: no GPU|No kernels were profiled' "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --print-summary per-kernel \
 		bin/gpu-bench -shapes qwen3-0.6b -steps 1 -profile=false
 else
 	skipped profile "no ncu (Nsight Compute) here; the bench step's per-op-class table (CUDA events) stands in"
