@@ -467,6 +467,9 @@ func benchOne(ctx context.Context, be kernels.Backend, d device, s shape, st set
 	}
 	ms.Layers = cfg.NumLayers
 	r.flopsPerStep = flops(ms, o.tokens, rank)
+	if t, ok := be.(interface{ Trim() }); ok {
+		t.Trim() // the previous row's cached blocks back to the device, so NVML's used memory is this row's
+	}
 	before := d.used()
 	var err error
 	r.stepSeconds, r.initSeconds, r.prof, r.profWall, err = timeSteps(ctx, be, &cfg, s.dir, st, rank, o)
