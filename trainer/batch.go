@@ -32,29 +32,29 @@ func (s StalenessOptions) Validate() error {
 	return nil
 }
 
-// sampleLag is how many versions the oldest generated token of s trails
-// version by (0 when no token carries a version).
-func sampleLag(s *Sample, version int64) int64 {
-	oldest := int64(math.MaxInt64)
+// sampleLag is how many steps the weights that generated the oldest of
+// s's tokens trail the trainer's by (lagOf of each distinct version of its
+// generated tokens, the largest; 0 when no token carries a version).
+func sampleLag(s *Sample, lagOf func(version int64) int64) int64 {
+	var lag int64
+	seen := int64(-1)
 	for t, v := range s.Exp.Versions {
-		if t < len(s.Exp.Mask) && s.Exp.Mask[t] != 0 && v < oldest {
-			oldest = v
+		if t < len(s.Exp.Mask) && s.Exp.Mask[t] != 0 && v != seen {
+			seen = v
+			lag = max(lag, lagOf(v))
 		}
 	}
-	if oldest == math.MaxInt64 || oldest >= version {
-		return 0
-	}
-	return version - oldest
+	return lag
 }
 
-// ApplyStaleness sets each sample's Lag against the trainer's current
-// policy version and drops or down-weights those beyond the limit. It
-// returns the kept samples and how many were dropped.
-func (s StalenessOptions) ApplyStaleness(samples []Sample, version int64) ([]Sample, int) {
+// ApplyStaleness sets each sample's Lag (lagOf says how many steps a
+// version's weights trail the trainer's) and drops or down-weights those
+// beyond the limit. It returns the kept samples and how many were dropped.
+func (s StalenessOptions) ApplyStaleness(samples []Sample, lagOf func(version int64) int64) ([]Sample, int) {
 	kept := samples[:0]
 	dropped := 0
 	for _, x := range samples {
-		x.Lag = sampleLag(&x, version)
+		x.Lag = sampleLag(&x, lagOf)
 		if over := x.Lag - s.MaxPolicyLag; s.MaxPolicyLag >= 0 && over > 0 {
 			if s.Policy == StaleDrop {
 				dropped++

@@ -25,7 +25,7 @@ func TestApplyStaleness(t *testing.T) {
 	for i, tc := range tests {
 		// trainer at version 5; the version of masked-out token 3 is ignored.
 		in := []Sample{mk(5, 6, 0), mk(4, 5, 0), mk(3, 5, 9), mk(5, 1, 0)}
-		got, dropped := tc.opts.ApplyStaleness(in, 5)
+		got, dropped := tc.opts.ApplyStaleness(in, func(v int64) int64 { return max(5-v, 0) })
 		if dropped != tc.dropped || len(got) != len(tc.wantLags) {
 			t.Fatalf("case %d: kept %d dropped %d", i, len(got), dropped)
 		}

@@ -78,6 +78,7 @@ type Trainer struct {
 
 	initial *checkpoint.Version // the policy before any step (version 0), for a revert to the base
 	revert  atomic.Int64        // a version to go back to before the next step, +1 (0: none)
+	line    lineage             // which version's weights each version started from (samples' lag)
 }
 
 // New checks opts and prepares a trainer; with opts.Resume it restores the
@@ -143,6 +144,7 @@ func (t *Trainer) applyRevert() error {
 		return fmt.Errorf("revert to v%d: %w", to, err)
 	}
 	t.d.Policy.steps = max(steps, t.d.Policy.steps) // the optimizer's bias correction keeps counting
+	t.line.reverted(to)
 	t.d.Log.Warn("trainer reverted after a rollback", "to_version", to, "next_version", t.version+1)
 	return nil
 }
@@ -213,6 +215,9 @@ func (t *Trainer) start(ctx context.Context) error {
 			}
 			t.cursors[i] = max(t.cursors[i], c)
 		}
+	}
+	if t.line.parent == nil { // the weights held at start carry the version they are numbered after
+		t.line.cur = t.version
 	}
 	t.started = true
 	return nil
@@ -332,6 +337,7 @@ func (t *Trainer) runStep(ctx context.Context, batch []pulled) (*StepMetrics, er
 	}
 	t.step++
 	t.version++
+	t.line.stepped(t.version)
 	m.Version, m.Trained = t.version, true
 	dir, err := t.write()
 	if err != nil {
@@ -387,7 +393,7 @@ func (t *Trainer) samples(batch []pulled, m *StepMetrics) (_ []Sample, reason st
 	if len(samples) == 0 {
 		return nil, reason
 	}
-	samples, stale := t.opts.Staleness.ApplyStaleness(samples, t.version)
+	samples, stale := t.opts.Staleness.ApplyStaleness(samples, t.line.lag)
 	m.Dropped += stale
 	var lag float64
 	for _, s := range samples {

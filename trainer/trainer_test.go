@@ -498,7 +498,11 @@ func TestTrainerRevert(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	tr, err := New(testOptions(dir), Deps{Policy: testPolicy(t, microConfig(), 1), Sources: []Source{StoreSource{store}}})
+	opts := testOptions(dir)
+	// Sessions of the version reverted to are on-policy again: the third
+	// round's, made by the base (v0), train although the next version is v3.
+	opts.Staleness.MaxPolicyLag = 1
+	tr, err := New(opts, Deps{Policy: testPolicy(t, microConfig(), 1), Sources: []Source{StoreSource{store}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +537,7 @@ func TestTrainerRevert(t *testing.T) {
 		t.Fatalf("revert to the base: %v", err)
 	}
 	add(3)
-	if m, err := tr.Poll(context.Background()); err != nil || m == nil || m.Version != 3 {
+	if m, err := tr.Poll(context.Background()); err != nil || m == nil || m.Version != 3 || !m.Trained || m.Dropped != 0 {
 		t.Fatalf("step after the revert: %+v %v", m, err)
 	}
 }
