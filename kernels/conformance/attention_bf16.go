@@ -7,8 +7,9 @@ import (
 )
 
 // bf16Unit is bf16's unit roundoff: round to nearest even with 8
-// significant bits moves a value by at most 2^-9 of itself.
-const bf16Unit = 1.0 / 512
+// significant bits moves a value by at most half a unit in the last place,
+// 2^-8 of the value's leading power of two, so at most 2^-8 of itself.
+const bf16Unit = 1.0 / 256
 
 // attnBF16Ref is the float64 reference of one bf16 attention call, from the
 // bf16-rounded inputs, with an error bound per output element for what a
@@ -24,7 +25,7 @@ type attnBF16Ref struct {
 
 // refAttentionBF16 computes the reference. The bounds, per element:
 //   - out[i,d] = sum_j p_j v[j,d]: each p_j rounded moves out by at most
-//     u*sum_j p_j |v[j,d]| (u = 2^-9), outBound;
+//     u*sum_j p_j |v[j,d]| (u = 2^-8, bf16Unit), outBound;
 //   - delta_i = dO_i . O_i then errs by at most E_i = u*sum_d |dO[i,d]| *
 //     outBound[i,d] (the kernels take delta from the computed output);
 //   - dS_ij = p_ij (dp_ij - delta_i) then errs by p_ij E_i, and its

@@ -105,6 +105,45 @@ var mutants = []mutant{
 		long: true,
 	},
 	{
+		// The tensor-core attention (attention_flash.cu). A tile stored
+		// without its padding where the fragment loads expect it: every
+		// second word of a row lands in the wrong place.
+		name: "broken shared-memory tile layout in the flash attention kernels",
+		file: "csrc/attention_flash.cu",
+		from: "tile[r * SW + 2 * c] = pack_bf16(x.x, x.y);",
+		to:   "tile[r * (SW - 4) + 2 * c] = pack_bf16(x.x, x.y);",
+		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
+		long: true,
+	},
+	{
+		// Each query also sees the key after it.
+		name: "off-by-one causal mask in attention_flash_fwd",
+		file: "csrc/attention_flash.cu",
+		from: "sv = diag && (qi[x] < 0 || j > a.past + qi[x]) ? -INFINITY : sv * a.scale_log2;",
+		to:   "sv = diag && (qi[x] < 0 || j > a.past + qi[x] + 1) ? -INFINITY : sv * a.scale_log2;",
+		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
+		long: true,
+	},
+	{
+		// The online softmax's rescale of the output accumulators dropped
+		// (the running sum still rescaled): keys of earlier tiles keep the
+		// weight they had under an older, smaller maximum.
+		name: "missing online-softmax rescale in attention_flash_fwd",
+		file: "csrc/attention_flash.cu",
+		from: "        o[nt][2 * x] *= corr;\n        o[nt][2 * x + 1] *= corr;\n",
+		to:   "",
+		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
+	},
+	{
+		// The dK/dV pass skips 8 rows of every row tile.
+		name: "row tiles that skip rows in attention_flash_dkdv",
+		file: "csrc/attention_flash.cu",
+		from: "for (long R0 = i_first * a.group; R0 < rows; R0 += kTile) {",
+		to:   "for (long R0 = i_first * a.group; R0 < rows; R0 += kTile + 8) {",
+		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
+		long: true,
+	},
+	{
 		// Blocks overlap by one element: for out-of-place ops both writers
 		// store the same value (only racecheck's global-memory check sees
 		// it); in-place AXPY adds twice, which the values show.
