@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy"
 )
 
@@ -83,3 +85,103 @@ func runClaude(t *testing.T, bin, base, work, session, prompt string, extra ...s
 	t.Logf("claude -p output:\n%s", out)
 	return string(out)
 }
+
+// TestClaudeCodeCompaction: Claude Code compacts its conversation through
+// hone and goes on. A task (two Bash calls, an answer), then `/compact`
+// in the same session (--continue: Claude Code asks the model for a summary
+// of the history, one call that extends it), then another prompt in the
+// same session, whose history Claude Code starts over with the summary
+// (one Bash call, an answer). hone must keep the six calls in one session
+// (inferred in tokens mode; named by a header in observe mode) with no
+// drift and one compaction: three trajectories (the task; the summary,
+// which forks before the task's answer, as Claude Code keeps the latest
+// turns verbatim after the summary; the segment after the compaction,
+// which names the summary call), all rewarded.
+func TestClaudeCodeCompaction(t *testing.T) {
+	bin := claudeBin(t)
+	for _, tc := range []struct{ name, mode, session string }{
+		{"tokens-inferred", proxy.ContinuityTokens, ""},
+		{"observe-header", proxy.ContinuityObserve, "claude-compact-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := writeReadScript("Bash", "command")
+			eng := newAgentEngine(t, func(v engineView) turn {
+				n := len(v.Users)
+				switch {
+				case n > 0 && strings.Contains(v.Users[n-1], "Your task is to create a detailed summary"):
+					return turn{content: "<analysis>\nThe user wanted a file written and read back.\n</analysis>\n<summary>\n" + claudeSummary + "\n</summary>"}
+				case n > 0 && strings.HasPrefix(v.Users[0], "This session is being continued"):
+					if len(v.Results) == 0 {
+						return turn{tool: "Bash", args: map[string]any{"command": "cat hone.txt", "description": "Read hone.txt"}}
+					}
+					return turn{content: "hone.txt still holds: hello from hone"}
+				}
+				return task(v)
+			})
+			h := startHoneMode(t, eng.url, tc.mode)
+			work := t.TempDir()
+			runClaude(t, bin, h.data, work, tc.session, writeReadPrompt)
+			runClaude(t, bin, h.data, work, tc.session, "/compact", "--continue")
+			out := runClaude(t, bin, h.data, work, tc.session, "Read hone.txt again.", "--continue")
+			if !strings.Contains(out, "hone.txt still holds: hello from hone") {
+				t.Errorf("claude did not print the answer after the compaction")
+			}
+			seen := eng.seen()
+			if len(seen) != 6 || !strings.Contains(seen[5].Users[0], claudeSummary) {
+				for i, v := range seen {
+					t.Logf("engine call %d: results %q, users %.300q", i, v.Results, v.Users)
+				}
+				t.Fatalf("the engine got %d requests, want 6 (3 for the task, the summary, 2 after it, which carry the summary)", len(seen))
+			}
+			sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1 && ss[0].Calls == 6 })
+			if len(sessions) != 1 || sessions[0].Calls != 6 {
+				for _, s := range sessions {
+					t.Logf("session %s: %d calls", s.ID, s.Calls)
+				}
+				t.Fatalf("%d sessions captured, want one session of 6 calls across the compaction", len(sessions))
+			}
+			id := sessions[0].ID
+			if tc.session != "" && id != tc.session {
+				t.Errorf("session %s, want %s", id, tc.session)
+			}
+			feedback(t, h.control, id, 1)
+			var exps []capture.Experience
+			deadline := time.Now().Add(10 * time.Second)
+			for len(exps) < 3 && time.Now().Before(deadline) {
+				all, err := h.store.Experiences(context.Background(), 0, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				exps = exps[:0]
+				for _, e := range all {
+					if e.Session == id {
+						exps = append(exps, e)
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// Claude Code's summary request leaves the task's last answer out
+			// (it keeps it verbatim after the summary): the summary forks from
+			// the path before that answer.
+			if len(exps) != 3 || len(exps[0].Steps) != 3 || len(exps[1].Steps) != 3 || len(exps[2].Steps) != 2 ||
+				exps[0].CompactedFrom != "" || exps[1].CompactedFrom != "" || exps[2].CompactedFrom != exps[1].Steps[2].Call ||
+				exps[0].Reward != 1 || exps[1].Reward != 1 || exps[2].Reward != 1 {
+				for _, e := range exps {
+					t.Logf("experience: %d steps, compacted from %q, reward %v", len(e.Steps), e.CompactedFrom, e.Reward)
+				}
+				t.Fatalf("%d experiences; want the task (3 steps), its summary forking before the answer (3 steps) and the "+
+					"segment after the compaction (2 steps, compacted from the summary call), all rewarded", len(exps))
+			}
+			for _, e := range exps {
+				checkExperience(t, e)
+			}
+			if s, _, err := h.store.GetSession(context.Background(), id); err != nil || s.Drift != 0 || s.Compactions != 1 {
+				t.Fatalf("session %s: drift %d (%+v), compactions %d, %v", id, s.Drift, s.Drifts, s.Compactions, err)
+			}
+		})
+	}
+}
+
+const claudeSummary = "1. Primary Request and Intent: the user asked to write 'hello from hone' into hone.txt " +
+	"with a shell command and to read it back; both are done and the file holds the text.\n" +
+	"2. Pending Tasks: none; the next request may ask about the file again."

@@ -102,3 +102,28 @@ func TestCompactionNeedsTheModelsText(t *testing.T) {
 		t.Fatalf("edited history: drift %d, %d drifts, %d compactions; want 1 drift", tr.drift, len(drifts), len(tr.compacted))
 	}
 }
+
+// TestCompactionSummaryForks: a summary request that leaves the latest
+// turn out (Claude Code keeps it verbatim after the summary) forks from an
+// earlier point of the path; once a later call carries its summary, the
+// fork is the compaction's, not drift: three trajectories (the task, the
+// summary, the segment after it), no drift, one compaction.
+func TestCompactionSummaryForks(t *testing.T) {
+	v := newVocab()
+	prompts, replies := compactedSession()
+	prompts[3] = append(append([]msg(nil), prompts[2]...), msg{Role: "user", Content: "Summarise the conversation so far."})
+	var calls []*Call
+	for i := range prompts {
+		c := v.makeCall("f"+string(rune('a'+i)), "f", prompts[i], replies[i], 1)
+		c.Seq = uint64(i)
+		calls = append(calls, c)
+	}
+	tr, drifts := buildTrie(calls)
+	if tr.drift != 0 || len(drifts) != 0 || len(tr.compacted) != 1 || len(tr.leaves()) != 3 {
+		t.Fatalf("drift %d (%+v), %d compactions, %d leaves; want 0, 1, 3", tr.drift, drifts, len(tr.compacted), len(tr.leaves()))
+	}
+	// without the call that carries the summary, the fork is drift
+	if tr, _ := buildTrie(calls[:4]); tr.drift != 1 {
+		t.Fatalf("a fork no summary explains: drift %d, want 1", tr.drift)
+	}
+}

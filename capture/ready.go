@@ -181,6 +181,21 @@ func buildTrie(calls []*Call) (*trie, []Drift) {
 			drifts = append(drifts, classifyDrift(c, calls[:i]))
 		}
 	}
+	// A summary request may leave the conversation's latest turns out (they
+	// are kept verbatim after the summary, as Claude Code does): it forks
+	// from an earlier point of the path. That fork is the compaction's, not
+	// drift, once a later call carries its summary.
+	if len(tr.compacted) > 0 {
+		kept := drifts[:0]
+		for _, d := range drifts {
+			if tr.summarised(d.Call) && tr.forked(d.Call) {
+				tr.drift--
+				continue
+			}
+			kept = append(kept, d)
+		}
+		drifts = kept
+	}
 	return tr, drifts
 }
 

@@ -224,3 +224,25 @@ func (t *trie) compactedFrom(leaf *node) string {
 	}
 	return t.compacted[n.call]
 }
+
+// summarised reports whether a later call carries the reply of call id as
+// the summary of a compaction.
+func (t *trie) summarised(id string) bool {
+	for _, of := range t.compacted {
+		if of == id {
+			return true
+		}
+	}
+	return false
+}
+
+// forked reports whether call id's path starts inside the session's trie
+// (it shares a prefix with an earlier path) rather than at its root.
+func (t *trie) forked(id string) bool {
+	for _, n := range t.nodes {
+		if n.call.ID == id {
+			return n.parent != &t.root
+		}
+	}
+	return false
+}
