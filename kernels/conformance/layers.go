@@ -133,7 +133,7 @@ func (s *suite) attention(t T) {
 			out := s.poisoned(n, qw)
 			qt, kt, vt := s.up(q, n, qw), s.up(k, keys, kw), s.up(v, keys, kw)
 			s.be.Attention(out, qt, kt, vt, a)
-			what := name("attention %+v n=%d", a, n)
+			what := name("attention heads %d/%d dim %d past %d scale %g n=%d", a.Heads, a.KVHeads, a.HeadDim, a.Past, a.Scale, n)
 			near(t, what, s.down(out), refAttention(f64(q), f64(k), f64(v), a), 1e-5, 1e-4)
 
 			dq, dk, dv := s.poisoned(n, qw), s.up(dk0, keys, kw), s.up(dv0, keys, kw)
