@@ -22,8 +22,8 @@ func TestLineageLag(t *testing.T) {
 	for _, tc := range []struct{ v, want int64 }{
 		{7, 0}, {6, 1}, {3, 2}, {2, 3},
 		{4, 3}, {5, 4}, // the rolled-back branch: up to v3, then down to v7
-		{0, 5},         // from before the resume: on the line below v2
-		{9, 0},         // newer than anything trained here (another trainer's): no lag known
+		{0, 5}, // from before the resume: on the line below v2
+		{9, 0}, // newer than anything trained here (another trainer's): no lag known
 	} {
 		if got := l.lag(tc.v); got != tc.want {
 			t.Errorf("lag of v%d: %d, want %d", tc.v, got, tc.want)
