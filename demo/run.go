@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,18 +51,40 @@ type Eval struct {
 
 // RoundStat summarises one training round.
 type RoundStat struct {
-	Round      int                  `json:"round"`
-	Reward     float64              `json:"reward"` // mean over the round's attempts
-	Policy     string               `json:"policy"` // version that served the round's last call
+	Round  int     `json:"round"`
+	Reward float64 `json:"reward"` // mean over the round's attempts
+	Policy string  `json:"policy"` // version that served the round's last call
+	// ByPolicy splits the round's attempts by the version that served
+	// them (X-Hone-Policy), in increasing version order: one entry without
+	// a rollout, the incumbent and the candidate during one.
+	ByPolicy   []PolicyStat         `json:"by_policy"`
 	Step       *trainer.StepMetrics `json:"step,omitempty"`
 	Steps      int                  `json:"steps"` // trainer step log lines so far
 	ElapsedSec float64              `json:"elapsed_seconds"`
+}
+
+// PolicyStat is what one policy version served in a round.
+type PolicyStat struct {
+	Policy   string  `json:"policy"`
+	Sessions int     `json:"sessions"`
+	Reward   float64 `json:"reward"` // mean over its sessions
+}
+
+// Decision is a guarded rollout's outcome as the demo saw it: the round
+// during which it was taken.
+type Decision struct {
+	Round     int    `json:"round"`
+	Candidate int64  `json:"candidate"`
+	Incumbent int64  `json:"incumbent"`
+	Decision  string `json:"decision"` // promoted, rolled_back
+	Reason    string `json:"reason"`
 }
 
 // Report is the outcome of Run.
 type Report struct {
 	Before, After Eval
 	Rounds        []RoundStat
+	Decisions     []Decision // guarded rollouts' decisions (none with rollouts off)
 	Seconds       float64
 }
 
@@ -162,7 +187,7 @@ func (o *RunOptions) round(ctx context.Context, r int, start time.Time) (RoundSt
 	if err != nil {
 		return RoundStat{}, fmt.Errorf("round %d: %w", r, err)
 	}
-	rs := RoundStat{Round: r + 1}
+	rs := RoundStat{Round: r + 1, ByPolicy: byPolicy(results)}
 	for i := range results {
 		_, at := attempt(i)
 		if err := a.Commit(ctx, at, results[i]); err != nil {
@@ -184,6 +209,37 @@ func (o *RunOptions) round(ctx context.Context, r int, start time.Time) (RoundSt
 		o.OnRound(rs)
 	}
 	return rs, nil
+}
+
+// byPolicy groups results by the version that served them, in increasing
+// version order.
+func byPolicy(results []Result) []PolicyStat {
+	idx := map[string]int{}
+	var out []PolicyStat
+	for _, r := range results {
+		i, ok := idx[r.Policy]
+		if !ok {
+			i = len(out)
+			idx[r.Policy] = i
+			out = append(out, PolicyStat{Policy: r.Policy})
+		}
+		out[i].Sessions++
+		out[i].Reward += r.Reward
+	}
+	for i := range out {
+		out[i].Reward /= float64(out[i].Sessions)
+	}
+	slices.SortFunc(out, func(a, b PolicyStat) int { return cmp.Compare(policyNumber(a.Policy), policyNumber(b.Policy)) })
+	return out
+}
+
+// policyNumber is X-Hone-Policy as a number (-1 when it is not one).
+func policyNumber(p string) int64 {
+	v, err := strconv.ParseInt(p, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // seed is the sampling seed of attempt i of a phase and round: distinct

@@ -115,8 +115,18 @@ func miniature(t *testing.T, ctx context.Context, seed int64) (Report, string) {
 		if r.Steps != i+1 || r.Step == nil {
 			t.Errorf("round %d: %d trainer steps logged", i+1, r.Steps)
 		}
+		n := 0
+		for _, p := range r.ByPolicy {
+			n += p.Sessions
+		}
+		if n != 4 {
+			t.Errorf("round %d: %d sessions by policy %+v, want the round's 4", i+1, n, r.ByPolicy)
+		}
 	}
 	if err := PlotReward(rep, filepath.Join(out, "reward.png")); err != nil {
+		t.Fatal(err)
+	}
+	if err := PlotRollout(rep, filepath.Join(out, "rollout.png")); err != nil {
 		t.Fatal(err)
 	}
 	return rep, log.String()

@@ -11,13 +11,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/config"
 	"github.com/hone-rl/hone/demo"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/curves"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +93,7 @@ type demoFlags struct {
 	rounds, tasks, attempts, heldOut int
 	maxTokens                        int
 	temperature, lr                  float64
+	rollout                          bool
 }
 
 func parseDemoFlags(args []string) (demoFlags, error) {
@@ -115,6 +119,8 @@ func parseDemoFlags(args []string) (demoFlags, error) {
 	fs.IntVar(&f.maxTokens, "max-tokens", 96, "max_tokens per model call")
 	fs.Float64Var(&f.temperature, "temperature", 0.7, "sampling temperature of training attempts")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "trainer learning rate")
+	fs.BoolVar(&f.rollout, "rollout", true, "guarded rollouts: each new version first serves half of the new sessions and "+
+		"is promoted or rolled back on its reward (rollout.png); --rollout=false serves each version to everyone at once")
 	return f, fs.parse(args)
 }
 
@@ -142,6 +148,15 @@ func demoConfig(f demoFlags, data string, env []string) (config.Config, error) {
 	c.Trainer.Advantage.Algorithm = trainer.AlgStepWiseGRPO
 	c.Trainer.Schedule.LR, c.Trainer.Schedule.WarmupSteps = f.lr, 0
 	c.Trainer.MetricsLog = filepath.Join(f.out, "train-steps.jsonl")
+	if f.rollout {
+		// Scaled to the demo's traffic: half of each round's sessions go to
+		// the candidate, a look per round, a decision within ten rounds;
+		// the rewards are 0 or 1 (a standard deviation near 0.5), so a
+		// candidate counts as not worse within 0.2 of the live version.
+		c.Rollout.Enabled = true
+		c.Rollout.Steps, c.Rollout.MinSessions, c.Rollout.MaxLooks = []float64{0.5}, max(f.tasks*f.attempts/2, 1), 10
+		c.Rollout.Margin = 0.2
+	}
 	return c, c.Finish()
 }
 
@@ -174,22 +189,23 @@ func demoLoop(ctx context.Context, args []string) error {
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
-	base, stop, err := startStack(ctx, &c, log)
+	base, rm, stop, err := startStack(ctx, &c, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	return runDemoAgent(ctx, f, c, base)
+	return runDemoAgent(ctx, f, c, base, rm)
 }
 
 // startStack starts the embedded engine, the capture store, the proxy's
-// data plane on a loopback port and the in-process trainer, as hone serve
-// --train does; it returns the OpenAI base URL.
-func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string, func(), error) {
+// data plane on a loopback port, the guarded rollouts (when on) and the
+// in-process trainer, as hone serve --train does; it returns the OpenAI
+// base URL and the rollouts' manager (nil when off).
+func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string, *rollout.Manager, func(), error) {
 	reg := prometheus.NewRegistry()
 	store, err := capture.Open(filepath.Join(c.Data, "capture"), c.Capture, reg)
 	if err != nil {
-		return "", nil, fmt.Errorf("open trace store: %w", err)
+		return "", nil, nil, fmt.Errorf("open trace store: %w", err)
 	}
 	var stops []func()
 	stop := func() {
@@ -201,26 +217,34 @@ func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string
 	emb, err := startEmbedded(ctx, c, log)
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	stops = append(stops, emb.close)
 	addPolicyAlias(c)
 	srv, err := proxy.New(c.Proxy, store, reg, log)
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	srv.SetConversations(store.Conversations(c.Proxy.Responses.TTL, c.Proxy.Responses.Max)) // Responses API conversations survive a restart
+	rm, err := startRollouts(ctx, c, store, srv, reg, log)
+	if err != nil {
+		stop()
+		return "", nil, nil, err
+	}
 	tr, err := startTrainer(ctx, c, store, srv, reg, log)
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	if rm != nil {
+		tr.useRollouts(rm)
 	}
 	stops = append(stops, tr.stop)
 	ln, err := net.Listen("tcp", c.Proxy.Listen)
 	if err != nil {
 		stop()
-		return "", nil, fmt.Errorf("data plane: %w", err)
+		return "", nil, nil, fmt.Errorf("data plane: %w", err)
 	}
 	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
 	stops = append(stops, func() {
@@ -228,11 +252,11 @@ func startStack(ctx context.Context, c *config.Config, log *slog.Logger) (string
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	return "http://" + ln.Addr().String() + "/v1", stop, nil
+	return "http://" + ln.Addr().String() + "/v1", rm, stop, nil
 }
 
 // runDemoAgent runs the rounds with a progress bar and writes the outputs.
-func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string) error {
+func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string, rm *rollout.Manager) error {
 	jl, err := os.Create(filepath.Join(f.out, "demo.jsonl"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -242,6 +266,7 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 	bar := progressbar.NewOptions(f.rounds, progressbar.OptionSetDescription("training"),
 		progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
 		progressbar.OptionShowElapsedTimeOnFinish())
+	var dec decisions
 	fmt.Printf("hone demo: %d held-out problems, %d rounds x %d tasks x %d attempts, step-wise GRPO (lr %g); "+
 		"engine_embedded.backend %s, trainer.backend %s (hone.log says what each opened)\n",
 		f.heldOut, f.rounds, f.tasks, f.attempts, f.lr, c.Embedded.Backend, c.Trainer.Backend)
@@ -259,9 +284,13 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 				e.Solved, e.Total, 100*e.ToolUse, e.Duration)
 		},
 		OnRound: func(r demo.RoundStat) {
-			bar.Describe(fmt.Sprintf("round %d reward %.2f policy %s", r.Round, r.Reward, orBase(r.Step)))
+			dec.roundDone(r.Round)
+			bar.Describe(fmt.Sprintf("round %d reward %.2f trained %s serving %s", r.Round, r.Reward, orBase(r.Step), serving(r)))
 			_ = bar.Add(1)
 		},
+	}
+	if rm != nil {
+		rm.OnDecision(dec.add)
 	}
 	rep, err := demo.Run(ctx, o)
 	if err != nil {
@@ -269,7 +298,49 @@ func runDemoAgent(ctx context.Context, f demoFlags, c config.Config, base string
 		fmt.Fprintln(os.Stderr)
 		return err
 	}
+	rep.Decisions = dec.list()
 	return writeDemoOutputs(f, c, rep)
+}
+
+// decisions collects the rollouts' decisions with the round during which
+// each was taken.
+type decisions struct {
+	mu    sync.Mutex
+	round int // rounds completed
+	all   []demo.Decision
+}
+
+func (d *decisions) roundDone(r int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.round = r
+}
+
+func (d *decisions) add(r rollout.Rollout) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.all = append(d.all, demo.Decision{Round: d.round + 1, Candidate: r.Candidate.Version, Incumbent: r.Incumbent.Version,
+		Decision: string(r.Decision), Reason: r.Reason})
+}
+
+func (d *decisions) list() []demo.Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.all)
+}
+
+// serving names the versions that served a round: "v3", or "v3+v4" during
+// a rollout (the live version first).
+func serving(r demo.RoundStat) string {
+	var names []string
+	for _, p := range r.ByPolicy {
+		if p.Policy == "" || p.Policy == "0" {
+			names = append(names, "base")
+		} else {
+			names = append(names, "v"+p.Policy)
+		}
+	}
+	return strings.Join(names, "+")
 }
 
 func orBase(m *trainer.StepMetrics) string {
@@ -290,6 +361,14 @@ func writeDemoOutputs(f demoFlags, c config.Config, rep demo.Report) error {
 		return err
 	}
 	wrote := []string{png}
+	if len(rep.Decisions) > 0 || c.Rollout.Enabled {
+		printDecisions(rep.Decisions)
+		rp := filepath.Join(f.out, "rollout.png")
+		if err := demo.PlotRollout(rep, rp); err != nil {
+			return err
+		}
+		wrote = append(wrote, rp)
+	}
 	if steps, err := readStepLog(c.Trainer.MetricsLog); err == nil && len(steps) > 0 {
 		cp := filepath.Join(f.out, "curves.png")
 		if err := curves.Draw(steps, cp); err != nil {
@@ -303,6 +382,21 @@ func writeDemoOutputs(f demoFlags, c config.Config, rep demo.Report) error {
 		return errors.New("demo: the held-out solve rate did not improve")
 	}
 	return nil
+}
+
+// printDecisions prints each rollout decision on a line, and a count.
+func printDecisions(ds []demo.Decision) {
+	promoted := 0
+	for _, d := range ds {
+		if d.Decision == string(rollout.Promoted) {
+			promoted++
+		}
+	}
+	fmt.Printf("guarded rollouts: %d decided, %d promoted, %d rolled back\n", len(ds), promoted, len(ds)-promoted)
+	for _, d := range ds {
+		fmt.Printf("  round %2d: v%d %s against v%d: %s\n", d.Round, d.Candidate, strings.ReplaceAll(d.Decision, "_", " "),
+			d.Incumbent, d.Reason)
+	}
 }
 
 func readStepLog(path string) ([]trainer.StepMetrics, error) {
