@@ -119,9 +119,9 @@ bench-gpu:
 # the transformers + PEFT anchor and run.sh, which on a GPU host with only a
 # driver and the CUDA 13 libraries runs the selftest, the device tests, the
 # bench, a per-kernel profile and the anchor (scripts/gpu/README.md). Built
-# here without a GPU (about 3 minutes once the kernels are compiled and
-# cached); it ends by unpacking the tarball and checking that its run.sh
-# refuses cleanly when there is no GPU.
+# here without a GPU (about a minute with nvcc's objects cached, 3 when it
+# recompiles the kernels, on 2 cores); it ends by unpacking the tarball and
+# checking that its run.sh refuses cleanly when there is no GPU.
 .PHONY: gpu-bundle
 gpu-bundle:
 	bash scripts/gpu/bundle.sh
