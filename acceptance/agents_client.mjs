@@ -2,9 +2,9 @@
 // OPENAI_BASE_URL and OPENAI_API_KEY: an agent with two function tools in
 // the SDK's default model, the Responses API. It writes a file and reads it
 // back (the scripted engine decides the calls) and prints the final output.
-// HONE_CHAIN=1: a first run ("Say ready.") and then the task continuing it
+// AGENT_CHAIN=1: a first run ("Say ready.") and then the task continuing it
 // by previous_response_id, so every model call of the task names the
-// previous response (the SDK sends only the new items). HONE_HOOK: a URL
+// previous response (the SDK sends only the new items). AGENT_HOOK: a URL
 // fetched after the file is written, before the tool returns (the test
 // restarts hone there).
 import { Agent, run, tool, setTracingDisabled } from "@openai/agents";
@@ -12,7 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 
 setTracingDisabled(true); // no trace export to OpenAI
-const dir = process.env.HONE_WORK;
+const dir = process.env.AGENT_WORK;
 
 const writeFile = tool({
   name: "write_file",
@@ -24,8 +24,8 @@ const writeFile = tool({
   strict: true,
   execute: async ({ path: p, content }) => {
     fs.writeFileSync(path.join(dir, p), content);
-    if (process.env.HONE_HOOK) {
-      const r = await fetch(process.env.HONE_HOOK);
+    if (process.env.AGENT_HOOK) {
+      const r = await fetch(process.env.AGENT_HOOK);
       if (!r.ok) throw new Error(`hook: HTTP ${r.status}`);
     }
     return `wrote ${content.length} bytes to ${p}`;
@@ -51,10 +51,10 @@ const agent = new Agent({
 });
 
 let previousResponseId;
-if (process.env.HONE_CHAIN === "1") {
+if (process.env.AGENT_CHAIN === "1") {
   const first = await run(agent, "Say ready.");
   console.log(`first: ${first.finalOutput}`);
   previousResponseId = first.lastResponseId;
 }
-const result = await run(agent, process.env.HONE_PROMPT, { previousResponseId });
+const result = await run(agent, process.env.AGENT_PROMPT, { previousResponseId });
 console.log(result.finalOutput);

@@ -12,7 +12,7 @@ import (
 )
 
 // agentsScript is the Agents SDK task: write_file, read_file, the answer;
-// "Say ready." (HONE_CHAIN's first run) is answered with text.
+// "Say ready." (AGENT_CHAIN's first run) is answered with text.
 func agentsScript(v engineView) turn {
 	if n := len(v.Users); n > 0 && v.Users[n-1] == "Say ready." {
 		return turn{content: "ready"}
@@ -49,7 +49,7 @@ func runAgents(t *testing.T, node, script, base, work string, env ...string) str
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(append(os.Environ(), "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=hone-test-key",
-		"HONE_MODEL=hone-agent", "HONE_WORK="+work, "HONE_PROMPT="+writeReadPrompt), env...)
+		"HONE_MODEL=hone-agent", "AGENT_WORK="+work, "AGENT_PROMPT="+writeReadPrompt), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("agents_client.mjs: %v\n%s", err, out)
@@ -83,7 +83,7 @@ func TestAgentsSDKThroughHone(t *testing.T) {
 			var env []string
 			calls := 3
 			if tc.chain {
-				env = append(env, "HONE_CHAIN=1")
+				env = append(env, "AGENT_CHAIN=1")
 				calls = 4
 			}
 			out := runAgents(t, node, script, h.data, work, env...)

@@ -133,7 +133,7 @@ func TestAgentsSDKRestartMidTask(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	work := t.TempDir()
-	out := runAgents(t, node, script, front.url, work, "HONE_CHAIN=1", "HONE_HOOK="+hook.URL)
+	out := runAgents(t, node, script, front.url, work, "AGENT_CHAIN=1", "AGENT_HOOK="+hook.URL)
 	if restarts != 1 {
 		t.Fatalf("hone restarted %d times, want 1", restarts)
 	}

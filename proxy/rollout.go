@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"time"
+
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/rollout"
+	"github.com/tidwall/gjson"
 )
 
 // Guarded rollouts on the data plane: while an alias has a candidate
 // version in rollout, the rollout manager says per session which version
-// serves it (sticky), and every call's outcome feeds its error guard. The
+// serves it (sticky), and every call's outcome feeds its guards (errors, latency, length, tool calls). The
 // alias table keeps pointing at the incumbent until a promotion swaps it.
 
 // SetRollouts routes aliases through m's rollouts, and swaps an alias to
@@ -54,6 +57,18 @@ func (s *Server) observeRollout(c *call) {
 	if s.rollouts == nil || !c.isAlias || c.eng == nil || c.status == capture.StatusClientDisconnected {
 		return
 	}
-	failed := c.status != capture.StatusOK && (c.status != capture.StatusUpstreamError || c.httpStatus >= 500)
-	s.rollouts.ObserveCall(c.policy.Alias, c.policy.Version, failed)
+	o := rollout.Call{Failed: c.status != capture.StatusOK && (c.status != capture.StatusUpstreamError || c.httpStatus >= 500),
+		Latency: time.Since(c.start), CompletionTokens: c.acc.usage.CompletionTokens}
+	for _, ch := range c.acc.choices {
+		if o.CompletionTokens == 0 {
+			o.CompletionTokens += len(ch.TokenIDs)
+		}
+		for _, tc := range ch.ToolCalls {
+			o.ToolCalls++
+			if !gjson.Valid(tc.Arguments) || !gjson.Parse(tc.Arguments).IsObject() {
+				o.BadToolCalls++
+			}
+		}
+	}
+	s.rollouts.ObserveCall(c.policy.Alias, c.policy.Version, o)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -54,6 +55,19 @@ func TestRolloutRouting(t *testing.T) {
 	}
 	if onCand < 8 || onCand > 40 {
 		t.Fatalf("%d of 200 sessions on the candidate at share 0.1", onCand)
+	}
+	// every call fed the guards: counted, with its latency and length
+	r, _ := m.Running("agent")
+	raw, err := os.ReadFile(fixture(t, "chat", "upstream.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := gjson.GetBytes(raw, "usage.completion_tokens").Float()
+	for arm, want := range []int{400 - 2*onCand, 2 * onCand} {
+		a := r.Arms[arm]
+		if a.Calls != want || a.Errors != 0 || a.Latency.N != want || !(a.Latency.Mean > 0) || a.Length.Mean != usage {
+			t.Fatalf("arm %d: %+v, want %d calls of %v completion tokens", arm, a, want, usage)
+		}
 	}
 	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
 	defer ctl.Close()

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -33,6 +34,16 @@ type Options struct {
 	// ErrorMargin is how much higher the candidate's call error rate may
 	// be (a guard metric: engine errors and invalid answers).
 	ErrorMargin float64 `yaml:"error_margin"`
+	// ToolCallMargin is how much higher the candidate's share of tool
+	// calls with arguments that are not a JSON object may be.
+	ToolCallMargin float64 `yaml:"tool_call_margin"`
+	// LatencyRatio is how many times the incumbent's mean call latency the
+	// candidate's may be (0: not guarded).
+	LatencyRatio float64 `yaml:"latency_ratio"`
+	// LengthRatio is how many times the incumbent's mean completion length
+	// (tokens per call) the candidate's may be (0: not guarded): a policy
+	// that learned to ramble.
+	LengthRatio float64 `yaml:"length_ratio"`
 }
 
 // DefaultOptions are off, with the schedule a first rollout would use:
@@ -44,7 +55,7 @@ type Options struct {
 // (TestDecisionErrorRates).
 func DefaultOptions() Options {
 	return Options{Steps: []float64{0.1, 0.25, 0.5}, MinSessions: 50, MaxLooks: 20, MaxWait: 24 * time.Hour,
-		Alpha: 0.05, Margin: 0.1, ErrorMargin: 0.02}
+		Alpha: 0.05, Margin: 0.1, ErrorMargin: 0.02, ToolCallMargin: 0.05, LatencyRatio: 1.5, LengthRatio: 2}
 }
 
 // Validate names the first invalid key.
@@ -71,6 +82,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("rollout.margin: %g, want >= 0", o.Margin)
 	case !(o.ErrorMargin >= 0 && o.ErrorMargin < 1):
 		return fmt.Errorf("rollout.error_margin: %g, want in [0, 1)", o.ErrorMargin)
+	case !(o.ToolCallMargin >= 0 && o.ToolCallMargin < 1):
+		return fmt.Errorf("rollout.tool_call_margin: %g, want in [0, 1)", o.ToolCallMargin)
+	case !(o.LatencyRatio == 0 || o.LatencyRatio >= 1) || math.IsInf(o.LatencyRatio, 0):
+		return fmt.Errorf("rollout.latency_ratio: %g, want 0 (off) or >= 1", o.LatencyRatio)
+	case !(o.LengthRatio == 0 || o.LengthRatio >= 1) || math.IsInf(o.LengthRatio, 0):
+		return fmt.Errorf("rollout.length_ratio: %g, want 0 (off) or >= 1", o.LengthRatio)
 	}
 	return nil
 }

@@ -201,18 +201,38 @@ func unit(session string) float64 {
 	return float64(xxhash.Sum64String(session)>>11) / (1 << 53)
 }
 
-// ObserveCall counts a call served by version under alias's rollout
-// (failed: an engine error or an invalid answer), for the error guard.
-func (m *Manager) ObserveCall(alias string, version int64, failed bool) {
+// Call is what a finished call tells the guards.
+type Call struct {
+	Failed           bool // an engine error or an invalid answer
+	Latency          time.Duration
+	CompletionTokens int
+	ToolCalls        int // tool calls the answer made
+	BadToolCalls     int // of them, with arguments that are not a JSON object
+}
+
+// ObserveCall counts a call served by version under alias's rollout for
+// the guards (errors, then latency, length and tool calls of successful
+// calls).
+func (m *Manager) ObserveCall(alias string, version int64, c Call) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, arm := m.arm(alias, version)
 	if r == nil {
 		return
 	}
-	r.Arms[arm].Calls++
-	if failed {
-		r.Arms[arm].Errors++
+	a := &r.Arms[arm]
+	a.Calls++
+	if c.Failed {
+		a.Errors++
+		return
+	}
+	a.Latency.add(c.Latency.Seconds())
+	a.Length.add(float64(c.CompletionTokens))
+	if c.ToolCalls > 0 {
+		a.ToolCalls++
+		if c.BadToolCalls > 0 {
+			a.BadToolCalls++
+		}
 	}
 }
 
@@ -281,10 +301,11 @@ func (m *Manager) evaluate(r *Rollout) bool {
 	r.Looks++
 	r.NextLook = c.N + o.MinSessions
 	r.Diff, r.Lower, r.Upper = interval(c, i, level)
+	if reason := guardFailed(c, i, o, level); reason != "" {
+		m.finish(r, RolledBack, reason)
+		return true
+	}
 	switch {
-	case errorsWorse(c, i, o.ErrorMargin, level):
-		m.finish(r, RolledBack, fmt.Sprintf("call error rate %.3f against %.3f (error_margin %g)",
-			c.errorRate(), i.errorRate(), o.ErrorMargin))
 	case r.Upper < 0:
 		m.finish(r, RolledBack, fmt.Sprintf("worse: mean session reward %.4g against %.4g, difference at most %.4g "+
 			"(%d and %d sessions, level %.4g)", c.Mean, i.Mean, r.Upper, c.N, i.N, level))
@@ -300,6 +321,23 @@ func (m *Manager) evaluate(r *Rollout) bool {
 		return false
 	}
 	return true
+}
+
+// guardFailed names the first guard metric on which the candidate is
+// significantly worse than allowed ("" when none).
+func guardFailed(c, i Stats, o Options, level float64) string {
+	switch {
+	case errorsWorse(c, i, o.ErrorMargin, level):
+		return fmt.Sprintf("call error rate %.3f against %.3f (error_margin %g)", c.errorRate(), i.errorRate(), o.ErrorMargin)
+	case toolCallsWorse(c, i, o.ToolCallMargin, level):
+		return fmt.Sprintf("bad tool calls %.3f of its tool-calling calls against %.3f (tool_call_margin %g)",
+			c.badToolRate(), i.badToolRate(), o.ToolCallMargin)
+	case ratioWorse(c.Latency, i.Latency, o.LatencyRatio, level):
+		return fmt.Sprintf("mean call latency %.3gs against %.3gs (latency_ratio %g)", c.Latency.Mean, i.Latency.Mean, o.LatencyRatio)
+	case ratioWorse(c.Length, i.Length, o.LengthRatio, level):
+		return fmt.Sprintf("mean completion length %.1f tokens against %.1f (length_ratio %g)", c.Length.Mean, i.Length.Mean, o.LengthRatio)
+	}
+	return ""
 }
 
 // stepUp gives the candidate the next share. Sessions already on the

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -235,8 +236,8 @@ func TestErrorGuardAndMaxWait(t *testing.T) {
 	m := newManager(t, DefaultOptions(), nil)
 	_ = m.Begin("agent", inc, cand)
 	for i := 0; i < 400; i++ {
-		m.ObserveCall("agent", inc.Version, i%100 == 0)
-		m.ObserveCall("agent", cand.Version, i%5 == 0)
+		m.ObserveCall("agent", inc.Version, Call{Failed: i%100 == 0})
+		m.ObserveCall("agent", cand.Version, Call{Failed: i%5 == 0})
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	if r, _ := simulate(t, m, rng, 0.5, 0.5, 0.1, 5000); r.Decision != RolledBack || !strings.Contains(r.Reason, "error rate") {
@@ -272,6 +273,8 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Steps = nil }, func(o *Options) { o.Steps = []float64{0.5, 0.2} },
 		func(o *Options) { o.MinSessions = 1 }, func(o *Options) { o.MaxLooks = 1 },
 		func(o *Options) { o.Alpha = 0.7 }, func(o *Options) { o.MaxWait = 0 },
+		func(o *Options) { o.LatencyRatio = 0.5 }, func(o *Options) { o.LengthRatio = math.Inf(1) },
+		func(o *Options) { o.ToolCallMargin = 1 },
 	} {
 		o := DefaultOptions()
 		mut(&o)
@@ -279,4 +282,62 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("accepted %+v", o)
 		}
 	}
+}
+
+// TestGuards: a candidate whose calls are significantly worse on a guard
+// metric than allowed is rolled back whatever its reward; within the
+// allowance it is promoted on an equal reward.
+func TestGuards(t *testing.T) {
+	type calls func(i int) (inc, cand Call)
+	lat := func(inc, cand time.Duration) calls {
+		return func(i int) (Call, Call) {
+			j := time.Duration(i%7) * time.Millisecond // spread
+			return Call{Latency: inc + j}, Call{Latency: cand + j}
+		}
+	}
+	length := func(inc, cand int) calls {
+		return func(i int) (Call, Call) { return Call{CompletionTokens: inc + i%5}, Call{CompletionTokens: cand + i%5} }
+	}
+	tools := func(incBad, candBad int) calls { // one bad tool call in every incBad / candBad tool-calling calls
+		return func(i int) (Call, Call) {
+			return Call{ToolCalls: 1, BadToolCalls: b2i(i%incBad == 0)}, Call{ToolCalls: 1, BadToolCalls: b2i(i%candBad == 0)}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		calls  calls
+		reason string // "" : promoted
+	}{
+		{"latency 3x", lat(100*time.Millisecond, 300*time.Millisecond), "latency"},
+		{"latency 1.2x", lat(100*time.Millisecond, 120*time.Millisecond), ""},
+		{"length 3x", length(100, 300), "completion length"},
+		{"length 1.5x", length(100, 150), ""},
+		{"bad tool calls 25%", tools(100, 4), "bad tool calls"},
+		{"bad tool calls 2%", tools(100, 50), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, DefaultOptions(), nil)
+			_ = m.Begin("agent", inc, cand)
+			for i := 0; i < 400; i++ {
+				ic, cc := tc.calls(i)
+				m.ObserveCall("agent", inc.Version, ic)
+				m.ObserveCall("agent", cand.Version, cc)
+			}
+			r, _ := simulate(t, m, rand.New(rand.NewPCG(3, 4)), 0.5, 0.5, 0.1, 5000)
+			switch {
+			case tc.reason == "" && r.Decision != Promoted:
+				t.Fatalf("%s: %s", r.Decision, r.Reason)
+			case tc.reason != "" && (r.Decision != RolledBack || !strings.Contains(r.Reason, tc.reason)):
+				t.Fatalf("want rolled back for %s: %s %s", tc.reason, r.Decision, r.Reason)
+			}
+			t.Logf("%s: %s", r.Decision, r.Reason)
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -31,8 +31,8 @@ func (l *lineage) reverted(to int64) { l.cur = to }
 // as on the line below the oldest.
 func (l *lineage) lag(v int64) int64 {
 	down := map[int64]int64{} // the current weights' ancestors -> steps to them
-	root, d := l.cur, int64(0)
-	for x := l.cur; ; d++ {
+	var root int64
+	for x, d := l.cur, int64(0); ; d++ {
 		down[x], root = d, x
 		p, ok := l.parent[x]
 		if !ok {

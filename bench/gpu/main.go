@@ -16,7 +16,7 @@
 // It measures what hone serve --train runs: the base weights' dtype,
 // autocast and activation checkpointing come from the trainer's options
 // (trainer.weight_dtype, trainer.autocast, trainer.activation_checkpointing;
-// -config FILE and the HONE_TRAINER_* variables as hone serve reads them,
+// -config FILE and the trainer keys' HONE_ variables as hone serve reads them,
 // flags last), each "auto" by default, resolved for the backend as
 // trainer.LoadPolicy resolves them: on a GPU (and on the emulated CUDA
 // backend) bf16 weights, autocast and checkpointing; on the CPU float32

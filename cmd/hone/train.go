@@ -53,8 +53,8 @@ func runTrain(ctx context.Context, args []string) error {
 	fs.Var(&from, "from", "proxy control-plane URL to pull experiences from (repeatable)")
 	token := fs.String("token", "", "control-plane bearer token (default: proxy.control_token of --config, or $"+tokenEnv+", as for hone serve)")
 	modelDir := fs.String("model", "", "base model folder (config.json, model.safetensors)")
-	config := fs.String("config", "", "YAML config file (hone serve's): its trainer: section sets the options; the "+
-		"HONE_TRAINER_* variables override it, as for hone serve, and flags override both")
+	config := fs.String("config", "", "YAML config file (hone serve's): its trainer: section sets the options; "+
+		"the trainer keys' HONE_ variables (HONE_TRAINER_BACKEND, ...) override it, as for hone serve, and flags override both")
 	backend := fs.String("backend", "", "compute backend: cpu, cuda (the first GPU; hone built with -tags cuda) or auto "+
 		"(default: trainer.backend, HONE_TRAINER_BACKEND, else cpu)")
 	fs.Var(&engines, "engine", "engine base URL to publish to, URL or URL#sglang (repeatable; none: write only)")
