@@ -109,6 +109,39 @@ func TestShimSemantics(t *testing.T) {
 	}
 }
 
+// TestShimMMA: the shim's mma.sync m16n8k16 (bf16 in, float32 accumulate)
+// computes D = A B + C with the PTX ISA's fragment layout (the self-test
+// kernel places each element by the ISA's per-element table; the shim reads
+// registers by its own formulas), refuses a warp that is not converged, and
+// a launch over 48 KiB of dynamic shared memory is refused until
+// cudaFuncSetAttribute allows it, as on the device.
+func TestShimMMA(t *testing.T) {
+	out, err := emuSelftest(19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := 0; m < 16; m++ {
+		for n := 0; n < 8; n++ {
+			want := float32(8*m + n)
+			for k := 0; k < 16; k++ {
+				want += float32(m-k) * float32((k+2*n)%7-3)
+			}
+			if got := out[8*m+n]; got != want {
+				t.Errorf("D[%d][%d] = %g, want %g", m, n, got, want)
+			}
+		}
+	}
+	if _, err := emuSelftest(20); err == nil || !strings.Contains(err.Error(), "mma.sync: warp 0 is not converged") {
+		t.Errorf("an mma reached by half a warp: err %v, want not converged", err)
+	}
+	if _, err := emuSelftest(21); err == nil || !strings.Contains(err.Error(), "invalid argument") {
+		t.Errorf("64 KiB of dynamic shared memory without the attribute: err %v, want invalid argument", err)
+	}
+	if _, err := emuSelftest(22); err != nil {
+		t.Errorf("64 KiB of dynamic shared memory with the attribute: %v", err)
+	}
+}
+
 // TestCachingAllocator: freed tensors' memory is reused for the next
 // tensors of the same rounded size instead of going back to the device,
 // comes back zeroed from New, and Trim returns the cache.

@@ -36,6 +36,55 @@ __global__ void divergent_kernel(float* out) {
   out[threadIdx.x] = 1;
 }
 
+// bf16_bits packs two small integers (exact in bf16) into an mma register,
+// the lower-indexed element in the low half.
+inline uint32_t bf16_pair(float lo, float hi) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+// mma_kernel: one warp runs D = A B + C (m16n8k16) with A[m][k] = m - k,
+// B[k][n] = (k + 2n) % 7 - 3, C[m][n] = 8m + n, every fragment element
+// placed as the PTX ISA's table lists it per element index i (A: row
+// groupID for a0, a1, a4, a5, else + 8; col 2 tig + (i & 1), + 8 for i >= 4;
+// B: row 2 tig + (i & 1), + 8 for i >= 2, col groupID; C/D: row groupID,
+// + 8 for i >= 2, col 2 tig + (i & 1)), and writes D row-major to out[0..128).
+__global__ void mma_kernel(float* out) {
+  const int lane = threadIdx.x, g = lane >> 2, tig = lane & 3;
+  float ae[8], be[4], c[4];
+  for (int i = 0; i < 8; i++) {
+    const int row = g + ((i >> 1) & 1) * 8, col = 2 * tig + (i & 1) + (i >= 4 ? 8 : 0);
+    ae[i] = float(row - col);
+  }
+  for (int i = 0; i < 4; i++) {
+    const int row = 2 * tig + (i & 1) + (i >= 2 ? 8 : 0), col = g;
+    be[i] = float((row + 2 * col) % 7 - 3);
+  }
+  for (int i = 0; i < 4; i++) c[i] = float(8 * (g + (i >= 2 ? 8 : 0)) + 2 * tig + (i & 1));
+  const uint32_t a[4] = {bf16_pair(ae[0], ae[1]), bf16_pair(ae[2], ae[3]), bf16_pair(ae[4], ae[5]),
+                         bf16_pair(ae[6], ae[7])};
+  const uint32_t b[2] = {bf16_pair(be[0], be[1]), bf16_pair(be[2], be[3])};
+  float d[4];
+  hone_mma_bf16_m16n8k16(d, a, b, c);
+  for (int i = 0; i < 4; i++) out[8 * (g + (i >= 2 ? 8 : 0)) + 2 * tig + (i & 1)] = d[i];
+}
+
+// mma_divergent_kernel: only lanes 0..15 reach the mma.
+__global__ void mma_divergent_kernel(float* out) {
+  if (threadIdx.x >= 16) return;
+  const uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  float d[4] = {0, 0, 0, 0};
+  hone_mma_bf16_m16n8k16(d, a, b, d);
+  out[threadIdx.x] = d[0];
+}
+
+// big_smem_kernel touches 64 KiB of dynamic shared memory.
+__global__ void big_smem_kernel(float* out) {
+  HONE_DYNAMIC_SHARED(float, smem);
+  smem[threadIdx.x] = 1;
+  out[threadIdx.x] = smem[threadIdx.x];
+}
+
 // exited_lane_kernel: lanes 16..31 return, then lanes 0..15 shuffle with a
 // full mask.
 __global__ void exited_lane_kernel(float* out) {
@@ -231,6 +280,18 @@ extern "C" int hone_emu_selftest(int which, int racecheck, const char* drop_file
     case 16: HONE_LAUNCH(global_cross_block_kernel, 2, 64, 0, &s, out); break;
     case 17: HONE_LAUNCH(global_atomic_plain_kernel, 1, 64, 0, &s, out); break;
     case 18: HONE_LAUNCH(partial_ballot_kernel, 1, 64, 0, &s, out); break;
+    case 19: HONE_LAUNCH(mma_kernel, 1, 32, 0, &s, out); break;
+    case 20: HONE_LAUNCH(mma_divergent_kernel, 1, 32, 0, &s, out); break;
+    // 64 KiB of dynamic shared memory: refused until the kernel's attribute
+    // allows it (22 sets it first).
+    case 21: HONE_LAUNCH(big_smem_kernel, 1, 32, 64 << 10, &s, out); break;
+    case 22:
+      if (cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10) != cudaSuccess) {
+        snprintf(err, errlen, "cudaFuncSetAttribute refused");
+        return -1;
+      }
+      HONE_LAUNCH(big_smem_kernel, 1, 32, 64 << 10, &s, out);
+      break;
     default: snprintf(err, errlen, "no self-test %d", which); return -1;
   }
   cudaError_t e = cudaGetLastError();
