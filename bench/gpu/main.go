@@ -410,7 +410,8 @@ func bench(ctx context.Context, w io.Writer, be backends.Opened, o options, topt
 	fmt.Fprintf(w, "bench/gpu: LoRA step (forward, backward, AdamW; r=%d on q,k,v,o,gate,up,down; base frozen), "+
 		"one %d-token sequence per step, mean of %d timed step(s) after one warm-up\n", rank, o.tokens, o.steps)
 	fmt.Fprintf(w, "trainer settings: weight_dtype %s, autocast %s, activation_checkpointing %s -> on %s: %v\n",
-		topts.WeightDType, topts.Autocast, topts.ActivationCheckpointing, be.Backend.Name(), sets[len(sets)-1])
+		topts.WeightDType, topts.Autocast, topts.ActivationCheckpointing, be.Backend.Name(),
+		settings(topts, be.Backend.Name(), false)[0])
 	fmt.Fprintf(w, "backend %s on %s", be.Label(), d.name)
 	switch {
 	case d.total > 0:
