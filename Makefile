@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static build-cuda run test test-long test-go test-crash test-short-crash deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
+.PHONY: all build build-static build-cuda run test test-long test-go test-crash test-short-crash deps bench-deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -44,7 +44,9 @@ run: build
 # --loglevel=error: the packages ask for Node >= 22 and npm warns (EBADENGINE,
 # dozens of lines) when the system's Node is older, but the tests run them
 # with the Node 24 each folder installs (the npm package "node").
-deps:
+# bench-deps (below) needs no root: it prints the apt command where it cannot
+# install.
+deps: bench-deps
 	@for d in $(NODE_DIRS); do \
 		if [ -f $$d/package-lock.json ] && { [ ! -f $$d/node_modules/.package-lock.json ] || \
 			[ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; }; then \
@@ -93,8 +95,31 @@ bench:
 	$(GO) test -run XXX -bench . -benchtime 2s ./proxy/ ./capture/ ./kernels/... ./model/ ./engine/ ./trainer/...
 	@echo "bench/proxy: see bench/RESULTS.md for the load-generator comparison (make bench-proxy)"
 
-# The recorded tables: five interleaved runs per target and rate (about 4 minutes).
-bench-proxy: build
+# nginx and HAProxy, the baselines of make bench-proxy, from Debian
+# (nginx-light, haproxy) where missing: installed as root or with sudo that
+# needs no password; otherwise the apt command is printed and bench-proxy
+# skips them (with HONE_BENCH_REQUIRE=1 both fail instead).
+BENCH_APT_CHECK = command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$$missing nginx-light"; \
+	command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"
+bench-deps:
+	@missing=""; $(BENCH_APT_CHECK); \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else SUDO=no; fi; \
+	if [ "$$SUDO" != no ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "bench-deps: apt-get install$$missing (the baselines of make bench-proxy)"; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+			{ $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }; \
+	fi; \
+	missing=""; $(BENCH_APT_CHECK); \
+	[ -z "$$missing" ] && exit 0; \
+	echo "bench-deps: not installed:$$missing; make bench-proxy skips them. Install with: sudo apt-get install -y$$missing"; \
+	[ "$$HONE_BENCH_REQUIRE" != 1 ]
+
+# The recorded tables: direct, nginx, HAProxy, hone capture off, capture on
+# and hone serve, interleaved in five rounds of every section, then hone's
+# figures as ratios of nginx's (about 5 minutes). ARGS='-targets ...' adds
+# the other baselines (relay, fasthttp, httputil).
+bench-proxy: build bench-deps
 	$(GO) run ./bench/proxy -duration 2s -count 5 $(ARGS)
 
 # Matmul GFLOP/s of kernels/cpu beside numpy/OpenBLAS and PyTorch (when

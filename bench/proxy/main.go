@@ -1,17 +1,29 @@
-// Command proxy benchmarks hone's data plane against two baselines measured
-// in the same run: the load generator straight to the stub engine, and Go's
-// httputil.ReverseProxy in front of the same stub. The stub replays a
-// vLLM-format chat response (and an SSE stream whose events carry their
-// send time, for per-event added latency). The stub, each proxy and the load
-// generator run in separate processes (see roles.go).
+// Command proxy benchmarks hone's data plane beside what a user would deploy
+// instead, measured in the same run: the load generator straight to the stub
+// engine (direct), nginx and HAProxy (Debian packages, started here with a
+// generated configuration; skipped with a message when not installed), and
+// hone with capture off, capture on, and the shipped binary (hone serve). The
+// stub replays a vLLM-format chat response (and an SSE stream whose events
+// carry their send time, for per-event added latency). The stub, each proxy
+// and the load generator run in separate processes (see roles.go and
+// external.go). Targets are interleaved: each of -count rounds measures every
+// target in turn; the tables give medians over the rounds and a summary gives
+// hone's figures as ratios of nginx's (issue 25's acceptance).
 //
-//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,relay,hone-capture]
+//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,nginx,haproxy,hone,hone-capture,hone-serve]
+//
+// More targets for -targets: relay (a TCP relay, the floor of any proxy),
+// fasthttp (a bare fasthttp reverse proxy) and httputil (Go's
+// httputil.ReverseProxy).
 //
 // Experiment knobs, read by the server processes: HONE_BENCH_CPUPROFILE,
 // HONE_BENCH_MEMPROFILE and HONE_BENCH_TRACE (file prefixes; the role is
 // appended), HONE_BENCH_HONE_GOGC (hone's GC
 // percent instead of hone serve's default), HONE_BENCH_BATCH_DELAY (capture
-// batch delay) and HONE_BENCH_PROXY_CPUS (taskset CPU list for the proxies).
+// batch delay) and HONE_BENCH_PROXY_CPUS (taskset CPU list for the proxies,
+// nginx and HAProxy included; their worker count follows it). With
+// HONE_BENCH_REQUIRE=1 a missing nginx, HAProxy or bin/hone is an error
+// instead of a skipped target.
 package main
 
 import (
@@ -20,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -44,18 +57,23 @@ var (
 	pad         = flag.Int("pad", 0, "bytes of instructions added to every request (long agent prompts)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
-	targetsFlag = flag.String("targets", "direct,relay,fasthttp,httputil,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it)")
+	targetsFlag = flag.String("targets", "direct,nginx,haproxy,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it); also relay, fasthttp, httputil")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
 	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
 	inprocess   = flag.Bool("inprocess", false, "run the stub and the proxies in the load generator's process (CPU columns then count the whole process)")
-	role        = flag.String("role", "", "internal: run as the stub, httputil, hone or hone-capture process")
-	upstreamURL = flag.String("upstream", "", "internal: the stub's URL for a proxy role")
+	nginxBin    = flag.String("nginx-bin", "", "the nginx binary (default: nginx on $PATH or /usr/sbin/nginx)")
+	haproxyBin  = flag.String("haproxy-bin", "", "the haproxy binary (default: haproxy on $PATH or /usr/sbin/haproxy)")
+	// proxyWorkersFlag: nginx's worker_processes and HAProxy's nbthread.
+	proxyWorkersFlag = flag.Int("proxy-workers", 0, "nginx workers and HAProxy threads (default: hone's CPU budget, the CPUs of HONE_BENCH_PROXY_CPUS or of the machine)")
+	role             = flag.String("role", "", "internal: run as the stub, httputil, hone or hone-capture process")
+	upstreamURL      = flag.String("upstream", "", "internal: the stub's URL for a proxy role")
 )
 
 var targetNames = map[string]string{
 	"direct": "direct", "relay": "TCP relay (floor)", "fasthttp": "bare fasthttp proxy", "httputil": "httputil",
 	"hone-serve": "hone serve (the binary)", "hone": "hone capture off", "hone-capture": "hone capture on",
+	"nginx": "nginx", "haproxy": "HAProxy",
 }
 
 func main() {
@@ -66,52 +84,90 @@ func main() {
 		runRole(*role, *upstreamURL)
 		return
 	}
+	stopOnSignal()
+	defer stopAll()
 	stub := spawn("stub", "-events", strconv.Itoa(*events))
-	defer stub.stop()
 	var targets []target
+	var notes []string // the header's lines about the targets
+	require := os.Getenv("HONE_BENCH_REQUIRE") == "1"
+	skip := func(msg string) {
+		if require {
+			fatalf("%s (HONE_BENCH_REQUIRE=1)", msg)
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		notes = append(notes, msg)
+	}
+	workers := proxyWorkers()
 	for _, name := range strings.Split(*targetsFlag, ",") {
 		name = strings.TrimSpace(name)
 		if _, ok := targetNames[name]; !ok {
-			fmt.Fprintf(os.Stderr, "unknown target %q\n", name)
-			os.Exit(2)
+			fatalf("unknown target %q", name)
 		}
 		c := stub
 		switch name {
 		case "direct":
 		case "hone-serve":
 			if _, err := os.Stat(*honeBin); err != nil {
-				fmt.Fprintf(os.Stderr, "skipping hone-serve: %v (make build)\n", err)
+				skip(fmt.Sprintf("skipping hone-serve: %v (make build)", err))
 				continue
 			}
 			c = spawnServe(*honeBin, stub.url)
-			defer c.stop()
+		case "nginx", "haproxy":
+			p := externals[name]
+			bins := p.bins
+			if name == "nginx" && *nginxBin != "" {
+				bins = []string{*nginxBin}
+			} else if name == "haproxy" && *haproxyBin != "" {
+				bins = []string{*haproxyBin}
+			}
+			bin, err := findBin(bins)
+			if err != nil {
+				skip(fmt.Sprintf("skipping %s: %v (Debian: sudo apt-get install -y %s, or make bench-deps)", name, err, p.pkg))
+				continue
+			}
+			if c, err = spawnExternal(p, bin, stub.url, workers); err != nil {
+				fatalf("%v", err)
+			}
+			notes = append(notes, fmt.Sprintf("%s: %s (%s): %s", targetNames[name], p.version(bin), bin, p.choices(workers)))
 		default:
 			c = spawn(name, "-upstream", stub.url)
-			defer c.stop()
 		}
-		targets = append(targets, target{targetNames[name], c.url, c.metrics, c.pid()})
+		targets = append(targets, target{name, targetNames[name], c.url, c.metrics, c})
 	}
 	layout := "separate processes"
 	if *inprocess {
 		layout = "one process"
 	}
-	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  duration=%s  %s\n", time.Now().UTC().Format(time.RFC3339),
-		runtime.GOMAXPROCS(0), *duration, layout)
+	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  NumCPU=%d  duration=%s  count=%d  %s\n", time.Now().UTC().Format(time.RFC3339),
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), *duration, *count, layout)
+	fmt.Printf("# hone: each hone process runs with Go's default GOMAXPROCS (its CPU budget: %d CPUs); nginx and HAProxy get as many workers\n", workers)
+	for _, n := range notes {
+		fmt.Println("# " + n)
+	}
+	sums := make([]summary, len(targets))
 	if has(*sections, "open") {
-		reportOpen(targets)
+		reportOpen(targets, sums)
 	}
 	if has(*sections, "closed") {
-		reportClosed(targets)
+		reportClosed(targets, sums)
 	}
 	if has(*sections, "stream") {
-		reportStream(targets)
+		reportStream(targets, sums)
 	}
+	reportSummary(targets, sums)
 	for _, t := range targets {
 		if fams := scrape(t.metrics); counterSum(fams, "hone_capture_calls_stored_total") > 0 {
 			fmt.Printf("\n%s stored %.0f calls in %.0f sessions (-turns %d; header-less: session inference joins turns).\n",
 				t.name, counterSum(fams, "hone_capture_calls_stored_total"), counterSum(fams, "hone_capture_sessions_total"), *turns)
 		}
 	}
+}
+
+// fatalf stops the servers started so far and exits.
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench/proxy: "+format+"\n", args...)
+	stopAll()
+	os.Exit(1)
 }
 
 func has(list, s string) bool {
@@ -123,12 +179,15 @@ func has(list, s string) bool {
 	return false
 }
 
-// target is one process under load; for the proxies, pid is the proxy's
-// process (CPU per request), for direct it is the stub's.
+// target is one server under load; its CPU is the proxy's (nginx: master
+// and workers), for direct the stub's.
 type target struct {
-	name, url, metrics string
-	pid                int
+	key, name, url, metrics string
+	proc                    *child
 }
+
+// cpu is the CPU time the target's processes have used so far.
+func (t target) cpu() time.Duration { return t.proc.cpu() }
 
 // openStats is one target's open-loop figures at one rate over -count runs.
 type openStats struct {
@@ -151,11 +210,21 @@ func (o *openStats) add(res result, cpu float64) {
 // median of v (runs are few; the median ignores one disturbed run).
 func median(v []float64) float64 { return pct(append([]float64(nil), v...), 50) }
 
-func reportOpen(targets []target) {
+// summary is one target's medians for the closing summary.
+type summary struct {
+	openCPU, openAdd50, openAdd99 map[int]float64 // per open-loop rate
+	rate, cpu                     float64         // closed loop
+	closed                        bool
+	sAdd50, sAdd99, sCPU          float64 // streaming, per event
+	sPerWrite                     float64
+	streamed                      bool
+}
+
+func reportOpen(targets []target, sums []summary) {
 	fmt.Println("\n## non-streaming chat: latency at fixed rates (open loop)")
 	fmt.Printf("Medians over %d runs (targets interleaved). Latency from the request's send; \"p99 sched\" from its\n", *count)
-	fmt.Println("scheduled time (includes the load generator's timer lag). CPU: the measured process's user+system time per")
-	fmt.Println("request (for direct: the stub's).")
+	fmt.Println("scheduled time (includes the load generator's timer lag). CPU: the target's processes' CPU time per request")
+	fmt.Println("(nginx: master and workers; direct: the stub's).")
 	fmt.Println("\"inside hone\": hone's own hone_overhead_seconds histogram (request handling + response processing, not the")
 	fmt.Println("hops), interpolated within its buckets.")
 	fmt.Println("| target | rate req/s | achieved | p50 us | p99 us | p99.9 us | p99 sched us | CPU us/req | load gen CPU us/req | inside hone p50 / p99 us | errors |")
@@ -168,14 +237,14 @@ func reportOpen(targets []target) {
 		for run := 0; run < *count; run++ {
 			var base result
 			for i, t := range targets {
-				cpu0, self0, in0 := procCPU(t.pid), procCPU(os.Getpid()), scrapeOverhead(t.metrics)
+				cpu0, self0, in0 := t.cpu(), procCPU(os.Getpid()), scrapeOverhead(t.metrics)
 				res := openLoop(t.url, r, *duration)
 				if in1 := scrapeOverhead(t.metrics); t.metrics != "" {
 					stats[i].in50 = append(stats[i].in50, in1.quantile(in0, 0.5))
 					stats[i].in99 = append(stats[i].in99, in1.quantile(in0, 0.99))
 				}
 				n := float64(len(res.lat) + res.errors)
-				stats[i].add(res, (procCPU(t.pid)-cpu0).Seconds()*1e6/n)
+				stats[i].add(res, (t.cpu()-cpu0).Seconds()*1e6/n)
 				stats[i].loadCPU = append(stats[i].loadCPU, (procCPU(os.Getpid())-self0).Seconds()*1e6/n)
 				if i == 0 {
 					base = res
@@ -193,7 +262,12 @@ func reportOpen(targets []target) {
 			}
 			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %s | %d |\n", t.name, r, median(st.rate),
 				median(st.p50), median(st.p99), median(st.p999), median(st.sched99), median(st.cpu), median(st.loadCPU), inside, st.errors)
+			if sums[i].openCPU == nil {
+				sums[i].openCPU, sums[i].openAdd50, sums[i].openAdd99 = map[int]float64{}, map[int]float64{}, map[int]float64{}
+			}
+			sums[i].openCPU[r] = median(st.cpu)
 			if i > 0 {
+				sums[i].openAdd50[r], sums[i].openAdd99[r] = median(addP50[i]), median(addP99[i])
 				added = append(added, fmt.Sprintf("| %s | %d | %+.0f | %+.0f | %s | %s |", t.name, r, median(addP50[i]),
 					median(addP99[i]), spread(addP50[i]), spread(addP99[i])))
 			}
@@ -217,30 +291,194 @@ func spread(v []float64) string {
 	return strings.Join(parts, " ")
 }
 
-func reportClosed(targets []target) {
+// reportClosed runs -count rounds of the closed loop, the targets in turn
+// within each round, and prints medians over the rounds.
+func reportClosed(targets []target, sums []summary) {
 	fmt.Println("\n## non-streaming chat: maximum throughput (closed loop)")
-	fmt.Println("| target | workers | req/s | p50 us | p99 us | CPU us/req | errors |")
-	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, t := range targets {
-		cpu0 := procCPU(t.pid)
-		res := closedLoop(t.url, *workers, *duration)
-		cpu := (procCPU(t.pid) - cpu0).Seconds() * 1e6 / float64(len(res.lat)+res.errors)
-		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.1f | %d |\n", t.name, *workers, res.rate, res.p(50), res.p(99), cpu, res.errors)
+	fmt.Printf("Medians over %d rounds (targets interleaved). CPU: the target's processes (nginx: master and workers; direct:\n", *count)
+	fmt.Println("the stub), user+system time per request.")
+	fmt.Println("| target | workers | req/s | p50 us | p99 us | CPU us/req | req/s runs | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	rate, p50, p99, cpu := make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets))
+	errs := make([]int, len(targets))
+	for run := 0; run < *count; run++ {
+		for i, t := range targets {
+			cpu0 := t.cpu()
+			res := closedLoop(t.url, *workers, *duration)
+			cpu[i] = append(cpu[i], (t.cpu()-cpu0).Seconds()*1e6/float64(max(len(res.lat)+res.errors, 1)))
+			rate[i] = append(rate[i], res.rate)
+			p50[i] = append(p50[i], res.p(50))
+			p99[i] = append(p99[i], res.p(99))
+			errs[i] += res.errors
+		}
+	}
+	for i, t := range targets {
+		sums[i].rate, sums[i].cpu, sums[i].closed = median(rate[i]), median(cpu[i]), true
+		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.1f | %s | %d |\n", t.name, *workers, median(rate[i]), median(p50[i]),
+			median(p99[i]), median(cpu[i]), runs(rate[i]), errs[i])
 	}
 }
 
-func reportStream(targets []target) {
+// runs lists every round's figure.
+func runs(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
+// reportStream runs -count rounds of streams, the targets in turn within
+// each round; added latency is against the first target (direct) in the
+// same round, CPU is per event received.
+func reportStream(targets []target, sums []summary) {
 	fmt.Println("\n## streaming chat: per-event latency (engine send → client receive)")
-	fmt.Println("| target | streams | events | p50 us | p99 us | events per write |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, t := range targets {
-		if t.name == targetNames["fasthttp"] {
-			fmt.Printf("| %s | - | - | - | - | - (buffers whole responses: no streaming) |\n", t.name)
+	fmt.Printf("Medians over %d rounds (targets interleaved), 8 concurrent streams of %d events 2 ms apart. \"added\": the\n", *count, *events)
+	fmt.Printf("per-event latency minus %s's in the same round. CPU: the target's processes per event received.\n", targets[0].name)
+	fmt.Println("\"events per write\": events per HTTP chunk received (1.00: each event passed on by itself).")
+	fmt.Println("| target | streams | events | p50 us | p99 us | added p50 us | added p99 us | CPU us/event | events per write | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	n := len(targets)
+	p50, p99, add50, add99, cpu, perWrite := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
+	streams, evs, errs := make([]int, n), make([]int, n), make([]int, n)
+	for run := 0; run < *count; run++ {
+		var base result
+		for i, t := range targets {
+			if t.key == "fasthttp" {
+				continue
+			}
+			cpu0 := t.cpu()
+			res := streamRun(t.url, 8, *duration)
+			cpu[i] = append(cpu[i], (t.cpu()-cpu0).Seconds()*1e6/float64(max(res.events, 1)))
+			p50[i], p99[i] = append(p50[i], res.p(50)), append(p99[i], res.p(99))
+			perWrite[i] = append(perWrite[i], res.perWrite)
+			streams[i] += res.streams
+			evs[i] += len(res.lat)
+			errs[i] += res.errors
+			if i == 0 {
+				base = res
+				continue
+			}
+			add50[i], add99[i] = append(add50[i], res.p(50)-base.p(50)), append(add99[i], res.p(99)-base.p(99))
+		}
+	}
+	for i, t := range targets {
+		if t.key == "fasthttp" {
+			fmt.Printf("| %s | - | - | - | - | - | - | - | - (buffers whole responses: no streaming) | - |\n", t.name)
 			continue
 		}
-		res := streamRun(t.url, 8, *duration)
-		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %.2f |\n", t.name, res.streams, len(res.lat), res.p(50), res.p(99), res.perWrite)
+		a50, a99 := "-", "-"
+		if i > 0 {
+			a50, a99 = fmt.Sprintf("%+.0f", median(add50[i])), fmt.Sprintf("%+.0f", median(add99[i]))
+			sums[i].sAdd50, sums[i].sAdd99 = median(add50[i]), median(add99[i])
+		}
+		sums[i].sCPU, sums[i].sPerWrite, sums[i].streamed = median(cpu[i]), median(perWrite[i]), true
+		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %s | %s | %.2f | %.2f | %d |\n", t.name, streams[i], evs[i], median(p50[i]),
+			median(p99[i]), a50, a99, median(cpu[i]), median(perWrite[i]), errs[i])
 	}
+}
+
+// reportSummary prints hone's figures beside nginx's, as ratios (issue 25:
+// with capture on, at least 0.8x nginx's req/s and at most 2x its CPU per
+// request; with capture off at least 1.0x its req/s).
+func reportSummary(targets []target, sums []summary) {
+	ref := -1
+	for i, t := range targets {
+		if t.key == "nginx" {
+			ref = i
+		}
+	}
+	fmt.Println("\n## summary: each target beside nginx (issue 25)")
+	if ref < 0 {
+		fmt.Println("No nginx target in this run (not installed, or not in -targets): no ratios.")
+		return
+	}
+	ng := sums[ref]
+	rates := parseRates(*rates)
+	top := 0
+	if len(rates) > 0 {
+		top = rates[len(rates)-1]
+	}
+	fmt.Println("\"x nginx\": the target's figure over nginx's from the same run. Issue 25's acceptance: with capture on, req/s >= 0.80x")
+	fmt.Println("nginx's and CPU per request <= 2.00x; with capture off, req/s >= 1.00x; streaming per-event overhead reported the")
+	fmt.Println("same way. The verdict uses the closed loop's req/s and CPU per request.")
+	if ng.closed || ng.openCPU != nil {
+		fmt.Printf("\nNon-streaming chat: max req/s and CPU per request from the closed loop (%d workers); CPU per request and\n", *workers)
+		fmt.Printf("added latency (against %s) at %d req/s from the open loop.\n", targets[0].name, top)
+		fmt.Printf("| target | max req/s | x nginx | CPU us/req | x nginx | CPU us/req at %d req/s | x nginx | added p50 / p99 us at %d req/s | issue 25 |\n", top, top)
+		fmt.Println("|---|---|---|---|---|---|---|---|---|")
+		for i, t := range targets {
+			s := sums[i]
+			added := "-"
+			if i > 0 && s.openAdd50 != nil {
+				added = fmt.Sprintf("%+.0f / %+.0f", s.openAdd50[top], s.openAdd99[top])
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t.name,
+				num(s.rate, s.closed, 0), ratio(s.rate, ng.rate, s.closed && ng.closed),
+				num(s.cpu, s.closed, 1), ratio(s.cpu, ng.cpu, s.closed && ng.closed),
+				num(s.openCPU[top], s.openCPU != nil, 1), ratio(s.openCPU[top], ng.openCPU[top], s.openCPU != nil && ng.openCPU != nil),
+				added, verdict(t.key, s, ng))
+		}
+	}
+	if ng.streamed {
+		fmt.Printf("\nStreaming chat, per event: added latency against %s and CPU of the target's processes.\n", targets[0].name)
+		fmt.Println("| target | added p50 us | x nginx | added p99 us | x nginx | CPU us/event | x nginx | events per write |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+		for i, t := range targets {
+			s := sums[i]
+			if !s.streamed {
+				continue
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %.2f | %s | %.2f |\n", t.name,
+				signed(s.sAdd50, i > 0), ratio(s.sAdd50, ng.sAdd50, i > 0), signed(s.sAdd99, i > 0), ratio(s.sAdd99, ng.sAdd99, i > 0),
+				s.sCPU, ratio(s.sCPU, ng.sCPU, true), s.sPerWrite)
+		}
+	}
+}
+
+// verdict is issue 25's bar for the hone targets: capture on (hone-capture
+// and hone serve, which captures) >= 0.8x nginx's req/s and <= 2x its CPU
+// per request; capture off >= 1.0x its req/s.
+func verdict(key string, s, ng summary) string {
+	if !s.closed || !ng.closed || ng.rate <= 0 || ng.cpu <= 0 {
+		return "-"
+	}
+	yes := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	switch key {
+	case "hone":
+		return fmt.Sprintf("req/s >= 1.00x: %s", yes(s.rate >= ng.rate))
+	case "hone-capture", "hone-serve":
+		return fmt.Sprintf("req/s >= 0.80x: %s; CPU <= 2.00x: %s", yes(s.rate >= 0.8*ng.rate), yes(s.cpu <= 2*ng.cpu))
+	}
+	return "-"
+}
+
+func num(v float64, ok bool, prec int) string {
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func signed(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%+.0f", v)
+}
+
+// ratio is v/ref to two places; "-" when either is missing or ref is not
+// positive (an added latency at or below direct's has no meaningful ratio).
+func ratio(v, ref float64, ok bool) string {
+	if !ok || ref <= 0 || math.IsNaN(v) || math.IsNaN(ref) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v/ref)
 }
 
 func parseRates(s string) []int {
@@ -262,6 +500,7 @@ type result struct {
 	rate     float64
 	errors   int
 	streams  int
+	events   int // SSE events received (streamRun)
 	perWrite float64
 }
 
@@ -471,6 +710,7 @@ func streamRun(base string, conc int, d time.Duration) result {
 		}()
 	}
 	wg.Wait()
+	res.events = evs
 	if chunks > 0 {
 		res.perWrite = float64(evs) / float64(chunks)
 	}

@@ -17,6 +17,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +33,9 @@ import (
 // Every server of the benchmark runs in its own process, as it would in a
 // deployment (agent, hone and engine are separate programs): the parent
 // re-executes its own binary with -role, reads the listen URL from the
-// child's first stdout line, and stops it with SIGTERM at the end. So one
+// child's first stdout line, and stops it with SIGTERM at the end (each
+// server in its own process group, sent SIGTERM by the kernel if the harness
+// dies first; SIGINT or SIGTERM to the harness stops them all). So one
 // server's garbage collector or scheduler never pauses another's, nor the
 // load generator's clock.
 
@@ -43,6 +46,9 @@ type child struct {
 	metrics string // hone's Prometheus metrics, "" for other roles
 	dir     string // data folder to remove after a hone serve child
 	stopFn  func() // in-process servers
+	group   bool   // CPU and stop cover the process group (nginx's workers)
+	waited  chan struct{}
+	once    sync.Once
 }
 
 // pid is the child's process id (this process's for in-process servers).
@@ -53,6 +59,51 @@ func (c *child) pid() int {
 	return c.cmd.Process.Pid
 }
 
+// cpu is the user+system CPU time the child has used so far: its process
+// group's live processes for nginx, its process otherwise.
+func (c *child) cpu() time.Duration {
+	if c.group {
+		return groupCPU(c.pid())
+	}
+	return procCPU(c.pid())
+}
+
+// live are the children started so far, for stopAll.
+var live struct {
+	sync.Mutex
+	children []*child
+}
+
+func track(c *child) {
+	live.Lock()
+	live.children = append(live.children, c)
+	live.Unlock()
+}
+
+// stopAll stops every child, the last started first.
+func stopAll() {
+	live.Lock()
+	cs := append([]*child(nil), live.children...)
+	live.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i].stop()
+	}
+}
+
+// stopOnSignal stops the children and exits when the harness is
+// interrupted (the children, in their own process groups, do not see a
+// terminal's Ctrl-C).
+func stopOnSignal() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		s := <-sig
+		fmt.Fprintf(os.Stderr, "bench/proxy: %v: stopping the servers\n", s)
+		stopAll()
+		os.Exit(130)
+	}()
+}
+
 // spawn starts this binary in role, passing args, and waits for its URL
 // (with -inprocess: starts role here).
 func spawn(role string, args ...string) *child {
@@ -61,7 +112,9 @@ func spawn(role string, args ...string) *child {
 		if len(args) == 2 && args[0] == "-upstream" {
 			upstream = args[1]
 		}
-		return local(role, upstream)
+		c := local(role, upstream)
+		track(c)
+		return c
 	}
 	argv := append([]string{os.Args[0], "-role", role}, args...)
 	if cpus := os.Getenv("HONE_BENCH_PROXY_CPUS"); cpus != "" && role != "stub" {
@@ -69,15 +122,18 @@ func spawn(role string, args ...string) *child {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = childAttr()
 	out, err := cmd.StdoutPipe()
 	must(err)
 	must(cmd.Start())
+	c := &child{cmd: cmd}
+	track(c)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	f := strings.Fields(line)
 	if err != nil || len(f) == 0 {
-		panic(fmt.Sprintf("role %s: no URL: %v", role, err))
+		fatalf("role %s: no URL: %v", role, err)
 	}
-	c := &child{cmd: cmd, url: f[0]}
+	c.url = f[0]
 	if len(f) > 1 {
 		c.metrics = f[1]
 	}
@@ -97,8 +153,10 @@ func spawnServe(bin, upstream string) *child {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HONE_LOG_LEVEL=warn")
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = childAttr()
 	must(cmd.Start())
 	c := &child{cmd: cmd, url: "http://" + data, metrics: "http://" + control + "/metrics", dir: dir}
+	track(c)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + control + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -107,8 +165,7 @@ func spawnServe(bin, upstream string) *child {
 			}
 		}
 		if time.Now().After(deadline) {
-			c.stop()
-			panic("hone serve did not become ready")
+			fatalf("hone serve did not become ready")
 		}
 	}
 }
@@ -121,19 +178,33 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
-// stop asks the child to shut down and waits for it.
-func (c *child) stop() {
+// stop asks the child to shut down (SIGTERM: nginx's master then stops its
+// workers), waits for it, and removes its folder; it runs once.
+func (c *child) stop() { c.once.Do(c.doStop) }
+
+func (c *child) doStop() {
 	if c.cmd == nil {
-		c.stopFn()
+		if c.stopFn != nil {
+			c.stopFn()
+		}
 		return
 	}
+	if c.cmd.Process == nil { // never started
+		return
+	}
+	if c.waited == nil {
+		c.waited = make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(c.waited) }()
+	}
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-c.waited:
 	case <-time.After(10 * time.Second):
 		_ = c.cmd.Process.Kill()
+		<-c.waited
+	}
+	if c.group { // workers left behind by a master that did not stop them
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCPUListLen(t *testing.T) {
+	for s, want := range map[string]int{"": 0, "0": 1, "0-1": 2, "0-1,3": 3, " 2 , 4-7": 5, "x": 0, "3-1": 0} {
+		if got := cpuListLen(s); got != want {
+			t.Errorf("cpuListLen(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and a parenthesis, as /proc prints it.
+	line := "4242 (nginx: a (b) c) S 1 4240 4240 0 -1 4194624 100 0 0 0 7 5 0 0 20 0 1 0 100 1000 10"
+	pgrp, cpu, ok := parseStat([]byte(line))
+	if !ok || pgrp != 4240 || cpu != 120*time.Millisecond {
+		t.Fatalf("parseStat = %d, %v, %v; want 4240, 120ms, true", pgrp, cpu, ok)
+	}
+	if _, _, ok := parseStat([]byte("garbage")); ok {
+		t.Fatal("parseStat accepted a line without fields")
+	}
+	if procCPU(os.Getpid()) <= 0 {
+		t.Fatal("procCPU of this process is 0")
+	}
+}
+
+// TestConfigsStayInTheirFolder: the generated configurations name no path
+// outside their folder (nothing of root's), and the installed binaries
+// accept them.
+func TestConfigsStayInTheirFolder(t *testing.T) {
+	for _, name := range []string{"nginx", "haproxy"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := externals[name]
+			cmd, err := p.start(p.bins[0], dir, "127.0.0.1:1", "127.0.0.1:2", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf, err := os.ReadFile(cmd.Args[len(cmd.Args)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, field := range strings.Fields(string(conf)) {
+				field = strings.TrimSuffix(field, ";")
+				if field != "/" && strings.HasPrefix(field, "/") && !strings.HasPrefix(field, dir) { // "location /" aside
+					t.Errorf("path outside the folder: %s", field)
+				}
+			}
+			for _, want := range map[string][]string{
+				"nginx":   {"worker_processes 2;", "keepalive 64;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "proxy_buffering off;", "access_log off;"},
+				"haproxy": {"nbthread 2", "mode http", "http-reuse always", "option http-no-delay", "timeout server"},
+			}[name] {
+				if !strings.Contains(string(conf), want) {
+					t.Errorf("config lacks %q", want)
+				}
+			}
+			bin, err := findBin(p.bins)
+			if err != nil {
+				t.Skipf("%v: the syntax check needs it", err)
+			}
+			check := exec.Command(bin, "-t", "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
+			if name == "haproxy" {
+				check = exec.Command(bin, "-c", "-f", filepath.Join(dir, "haproxy.cfg"))
+			}
+			if out, err := check.CombinedOutput(); err != nil {
+				t.Fatalf("%s rejects the config: %v\n%s", name, err, out)
+			}
+		})
+	}
+}
+
+// TestExternalProxies starts nginx and HAProxy (where installed) in front
+// of the stub: a chat call passes, a stream arrives event by event, CPU
+// counts nginx's workers, and stop leaves no process behind.
+func TestExternalProxies(t *testing.T) {
+	fixedBody = requestBody()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdown, _ := serveRole("stub", ln, "")
+	defer shutdown()
+	stubURL := "http://" + ln.Addr().String()
+	for _, name := range []string{"nginx", "haproxy"} {
+		t.Run(name, func(t *testing.T) {
+			p := externals[name]
+			bin, err := findBin(p.bins)
+			if err != nil {
+				t.Skipf("%v (apt-get install %s)", err, p.pkg)
+			}
+			c, err := spawnExternal(p, bin, stubURL, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.stop()
+			var cv conversation
+			client := newClient()
+			for i := 0; i < 50; i++ {
+				if _, err := doOnce(client, c.url, &cv); err != nil {
+					t.Fatalf("chat call %d: %v", i, err)
+				}
+			}
+			lat, chunks, evs, err := oneStream(c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// -events chunks, then the usage chunk and [DONE] in one write.
+			if evs != *events+2 || len(lat) != *events+1 || chunks < evs-1 {
+				t.Fatalf("stream: %d events in %d chunks (%d timed); want %d events, one chunk each but the last two", evs, chunks, len(lat), *events+2)
+			}
+			// Each event on time: HAProxy without option http-no-delay
+			// delivered them in separate chunks but ~18 ms late.
+			if p50 := pct(lat, 50); p50 > 5000 {
+				t.Fatalf("stream: per-event latency p50 %.0f us: events held back", p50)
+			}
+			if c.cpu() <= 0 {
+				t.Fatal("no CPU counted")
+			}
+			procs := groupPids(c.pid())
+			if name == "nginx" && len(procs) != 3 {
+				t.Fatalf("nginx's process group: %v, want a master and 2 workers", procs)
+			}
+			c.stop()
+			if left := groupPids(c.pid()); len(left) > 0 {
+				t.Fatalf("processes left after stop: %v", left)
+			}
+			if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
+				t.Fatalf("folder %s left after stop", c.dir)
+			}
+		})
+	}
+}
+
+// groupPids lists the live processes of process group pgid.
+func groupPids(pgid int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if g, _, ok := parseStat(b); ok && g == pgid && !strings.Contains(string(b), ") Z ") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
