@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,17 @@ func TestCPUListLen(t *testing.T) {
 		if got := cpuListLen(s); got != want {
 			t.Errorf("cpuListLen(%q) = %d, want %d", s, got, want)
 		}
+	}
+}
+
+func TestRoundOrder(t *testing.T) {
+	for run, want := range []string{"[0 1 2 3]", "[0 2 3 1]", "[0 3 1 2]", "[0 1 2 3]"} {
+		if got := fmt.Sprint(roundOrder(4, run)); got != want {
+			t.Errorf("roundOrder(4, %d) = %s, want %s", run, got, want)
+		}
+	}
+	if got := fmt.Sprint(roundOrder(1, 3)); got != "[0]" {
+		t.Errorf("roundOrder(1, 3) = %s", got)
 	}
 }
 

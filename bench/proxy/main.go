@@ -134,6 +134,9 @@ func main() {
 		}
 		targets = append(targets, target{name, targetNames[name], c.url, c.metrics, c})
 	}
+	if len(targets) == 0 {
+		fatalf("no target to measure")
+	}
 	layout := "separate processes"
 	if *inprocess {
 		layout = "one process"
@@ -141,6 +144,8 @@ func main() {
 	fmt.Printf("# bench/proxy  %s  GOMAXPROCS=%d  NumCPU=%d  duration=%s  count=%d  %s\n", time.Now().UTC().Format(time.RFC3339),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), *duration, *count, layout)
 	fmt.Printf("# hone: each hone process runs with Go's default GOMAXPROCS (its CPU budget: %d CPUs); nginx and HAProxy get as many workers\n", workers)
+	fmt.Printf("# rounds: each section measures every target in turn, %d times (%s first, the others' order rotated by one each round)\n",
+		*count, targets[0].name)
 	for _, n := range notes {
 		fmt.Println("# " + n)
 	}
@@ -207,6 +212,22 @@ func (o *openStats) add(res result, cpu float64) {
 	o.errors += res.errors
 }
 
+// roundOrder is the order of the targets in round run: the first (direct,
+// the baseline of added latency) first, the others rotated by one each
+// round, so no target always follows the same one (hone capture on's
+// background writes, for one, would otherwise always land on the next).
+func roundOrder(n, run int) []int {
+	order := make([]int, 0, n)
+	if n == 0 {
+		return order
+	}
+	order = append(order, 0)
+	for j := 0; j < n-1; j++ {
+		order = append(order, 1+(j+run)%(n-1))
+	}
+	return order
+}
+
 // median of v (runs are few; the median ignores one disturbed run).
 func median(v []float64) float64 { return pct(append([]float64(nil), v...), 50) }
 
@@ -236,7 +257,8 @@ func reportOpen(targets []target, sums []summary) {
 		addP99 := make([][]float64, len(targets))
 		for run := 0; run < *count; run++ {
 			var base result
-			for i, t := range targets {
+			for _, i := range roundOrder(len(targets), run) {
+				t := targets[i]
 				cpu0, self0, in0 := t.cpu(), procCPU(os.Getpid()), scrapeOverhead(t.metrics)
 				res := openLoop(t.url, r, *duration)
 				if in1 := scrapeOverhead(t.metrics); t.metrics != "" {
@@ -302,7 +324,8 @@ func reportClosed(targets []target, sums []summary) {
 	rate, p50, p99, cpu := make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets))
 	errs := make([]int, len(targets))
 	for run := 0; run < *count; run++ {
-		for i, t := range targets {
+		for _, i := range roundOrder(len(targets), run) {
+			t := targets[i]
 			cpu0 := t.cpu()
 			res := closedLoop(t.url, *workers, *duration)
 			cpu[i] = append(cpu[i], (t.cpu()-cpu0).Seconds()*1e6/float64(max(len(res.lat)+res.errors, 1)))
@@ -343,7 +366,8 @@ func reportStream(targets []target, sums []summary) {
 	streams, evs, errs := make([]int, n), make([]int, n), make([]int, n)
 	for run := 0; run < *count; run++ {
 		var base result
-		for i, t := range targets {
+		for _, i := range roundOrder(len(targets), run) {
+			t := targets[i]
 			if t.key == "fasthttp" {
 				continue
 			}
