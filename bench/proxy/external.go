@@ -46,6 +46,7 @@ var externals = map[string]*externalProxy{
 		start:   startNginx,
 		choices: func(w int) string {
 			return fmt.Sprintf("worker_processes %d; upstream keepalive 64 (keepalive_requests 1000000 both sides); "+
+				"client_body_buffer_size 1m (long prompts stay in memory, not a temp file); "+
 				"proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off (SSE passes event by event); "+
 				"access_log off", w)
 		},
@@ -138,6 +139,7 @@ http {
     keepalive_requests 1000000;
     keepalive_timeout 75s;
     client_max_body_size 64m;
+    client_body_buffer_size 1m;
     upstream engine {
         server {{.Upstream}};
         keepalive 64;
@@ -221,6 +223,13 @@ func spawnExternal(p *externalProxy, bin, upstream string, workers int) (*child,
 	}
 	dir, err := os.MkdirTemp("", "hone-bench-"+p.name+"-")
 	if err != nil {
+		return nil, err
+	}
+	// nginx started as root runs its workers as nobody, who must reach the
+	// temp paths in here (a request body over client_body_buffer_size goes
+	// to a file).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	listen := freeAddr()

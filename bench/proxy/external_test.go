@@ -69,7 +69,7 @@ func TestConfigsStayInTheirFolder(t *testing.T) {
 				}
 			}
 			for _, want := range map[string][]string{
-				"nginx":   {"worker_processes 2;", "keepalive 64;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "proxy_buffering off;", "access_log off;"},
+				"nginx":   {"worker_processes 2;", "keepalive 64;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "proxy_buffering off;", "access_log off;", "client_body_buffer_size 1m;"},
 				"haproxy": {"nbthread 2", "mode http", "http-reuse always", "option http-no-delay", "timeout server"},
 			}[name] {
 				if !strings.Contains(string(conf), want) {
@@ -121,6 +121,15 @@ func TestExternalProxies(t *testing.T) {
 				if _, err := doOnce(client, c.url, &cv); err != nil {
 					t.Fatalf("chat call %d: %v", i, err)
 				}
+			}
+			// Long prompts: nginx keeps a body over client_body_buffer_size
+			// in a temp file, which its workers (nobody, when started as
+			// root) must reach.
+			fixedBody = []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2<<20) + `"}]}`)
+			_, err = doOnce(client, c.url, &cv)
+			fixedBody = requestBody()
+			if err != nil {
+				t.Fatalf("chat call with a 2 MB body: %v (%s)", err, readLogs(c.dir))
 			}
 			lat, chunks, evs, err := oneStream(c.url)
 			if err != nil {
