@@ -187,7 +187,10 @@ var (
 // textView reads a prompt rendered with the Qwen3 template.
 func textView(text string) engineView {
 	v := engineView{Path: "/v1/completions", Text: text}
-	if m := toolsBlock.FindStringSubmatch(text); m != nil {
+	// the template's tool list is the last <tools> block (a system prompt
+	// may hold its own: Codex lists its deferred tool namespaces in one)
+	if all := toolsBlock.FindAllStringSubmatch(text, -1); all != nil {
+		m := all[len(all)-1]
 		for _, line := range strings.Split(m[1], "\n") {
 			t := gjson.Parse(line)
 			name := t.Get("function.name")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy"
-	"github.com/tidwall/gjson"
 )
 
 // TestCodexThroughHone runs the Codex CLI (@openai/codex, pinned in
@@ -41,22 +40,25 @@ func TestCodexThroughHone(t *testing.T) {
 	}
 	launcher, _ = filepath.Abs(launcher)
 	for _, tc := range []struct {
-		name, model, tool string
-		calls             int
+		name, model, tool, mode string
+		calls                   int
 	}{
-		{"unknown-model", "hone-agent", "multi_agent_v1__spawn_agent", 3},
-		{"openai-model", "gpt-5.5", "apply_patch", 4},
+		{"unknown-model", "hone-agent", "multi_agent_v1__spawn_agent", proxy.ContinuityObserve, 3},
+		{"openai-model", "gpt-5.5", "apply_patch", proxy.ContinuityObserve, 4},
+		// tokens mode: hone renders each turn and sends the engine token ids
+		// (the session inferred: Codex sends no hone header)
+		{"openai-model-tokens", "gpt-5.5", "apply_patch", proxy.ContinuityTokens, 4},
 	} {
-		t.Run(tc.name, func(t *testing.T) { runCodex(t, node, launcher, tc.model, tc.tool, tc.calls) })
+		t.Run(tc.name, func(t *testing.T) { runCodex(t, node, launcher, tc.model, tc.tool, tc.mode, tc.calls) })
 	}
 }
 
 // runCodex runs one Codex exec session through hone under model, whose
 // tools the engine must be offered, among them tool (a flat name); the
 // engine must get calls requests.
-func runCodex(t *testing.T, node, launcher, model, tool string, calls int) {
+func runCodex(t *testing.T, node, launcher, model, tool, mode string, calls int) {
 	eng := newAgentEngine(t, codexScript)
-	h := startHoneMode(t, eng.url, proxy.ContinuityObserve)
+	h := startHoneMode(t, eng.url, mode)
 	base := h.data
 
 	home, work := t.TempDir(), t.TempDir()
@@ -94,25 +96,25 @@ stream_max_retries = 0
 		t.Errorf("codex did not print the final message %q", codexFinal)
 	}
 
-	reqs := eng.requests()
-	if len(reqs) != calls {
-		t.Fatalf("the engine got %d requests, want %d (a call per tool result, then the answer)", len(reqs), calls)
+	views := eng.seen()
+	if len(views) != calls {
+		t.Fatalf("the engine got %d requests, want %d (a call per tool result, then the answer)", len(views), calls)
 	}
-	for i, r := range reqs {
-		names := gjson.GetBytes(r, "tools.#.function.name").Raw
-		if !strings.Contains(names, `"exec_command"`) || !strings.Contains(names, `"`+tool+`"`) ||
-			strings.Contains(string(r), `"web_search"`) || strings.Contains(string(r), `"namespace"`) {
-			t.Errorf("request %d: engine tools %s", i, names)
+	for i, v := range views {
+		if !v.hasTool("exec_command") || !v.hasTool(tool) || v.hasTool("web_search") || strings.Contains(v.Text, `"namespace"`) {
+			t.Errorf("request %d (%s): engine tools %v", i, v.Path, v.Tools)
+		}
+		if want := map[string]string{proxy.ContinuityObserve: "/v1/chat/completions", proxy.ContinuityTokens: "/v1/completions"}[mode]; v.Path != want {
+			t.Errorf("request %d went to %s, want %s in %s mode", i, v.Path, want, mode)
 		}
 	}
 	if calls == 4 { // the tools tool_search loaded, told in its result
-		if m := gjson.GetBytes(reqs[1], "messages").Array(); !strings.Contains(m[len(m)-1].Get("content").String(), "spawn_agent") {
-			t.Errorf("tool_search result %s", m[len(m)-1].Raw)
+		if r := views[1].Results; len(r) == 0 || !strings.Contains(r[len(r)-1], "spawn_agent") {
+			t.Errorf("tool_search result %q", r)
 		}
 	}
-	last := gjson.GetBytes(reqs[len(reqs)-1], "messages").Array()
-	if tool := last[len(last)-1]; tool.Get("role").String() != "tool" || !strings.Contains(tool.Get("content").String(), "hello from hone") {
-		t.Errorf("last tool result %s, want the file's contents", tool.Raw)
+	if r := views[len(views)-1].Results; len(r) == 0 || !strings.Contains(r[len(r)-1], "hello from hone") {
+		t.Errorf("last tool result %q, want the file's contents", r)
 	}
 
 	sessions := sessionsOf(t, h.store, func(ss []*capture.Session) bool { return len(ss) == 1 && ss[0].Calls == calls })
