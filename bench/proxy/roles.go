@@ -304,10 +304,15 @@ func startProfiles() func() {
 const chatBody = `{"id":"chatcmpl-bench","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[{"token":"Hello","logprob":-0.011,"bytes":[72,101,108,108,111],"top_logprobs":[]},{"token":"!","logprob":-0.022,"bytes":[33],"top_logprobs":[]},{"token":" How","logprob":-0.033,"bytes":[32,72,111,119],"top_logprobs":[]},{"token":" can","logprob":-0.044,"bytes":[32,99,97,110],"top_logprobs":[]},{"token":" I","logprob":-0.055,"bytes":[32,73],"top_logprobs":[]},{"token":" help","logprob":-0.066,"bytes":[32,104,101,108,112],"top_logprobs":[]},{"token":"?","logprob":-0.077,"bytes":[63],"top_logprobs":[]}]},"finish_reason":"stop","stop_reason":null,"token_ids":[2000,2007,2014,2021,2028,2035,2042]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":10,"total_tokens":17,"completion_tokens":7,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198],"kv_transfer_params":null}`
 
 // stubHandler replays a vLLM chat response, or an SSE stream of -events
-// chunks 2 ms apart whose "created" field is the send time (unix µs).
+// chunks 2 ms apart whose "created" field is the send time (unix µs), the
+// first with the prompt's token ids as vLLM sends them.
 func stubHandler(ctx *fasthttp.RequestCtx) {
 	switch string(ctx.Path()) {
 	case "/health":
+		return
+	case "/tokenize": // vLLM's, for a capture that asks (calls without prompt ids)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"count":10,"max_model_len":40960,"tokens":[151644,872,198,9707,0,151645,198,151644,77091,198],"token_strs":null}`)
 		return
 	case "/v1/models":
 		ctx.SetBodyString(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"}]}`)
@@ -322,7 +327,11 @@ func stubHandler(ctx *fasthttp.RequestCtx) {
 	n := *events
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		for i := 0; i < n; i++ {
-			fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]}`+"\n\n", nowMicros())
+			promptIDs := ""
+			if i == 0 { // as vLLM sends them with return_token_ids (proxy/testdata's streams)
+				promptIDs = `,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]`
+			}
+			fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]%s}`+"\n\n", nowMicros(), promptIDs)
 			if w.Flush() != nil {
 				return
 			}
