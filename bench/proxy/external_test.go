@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestCPUListLen(t *testing.T) {
@@ -28,6 +30,30 @@ func TestRoundOrder(t *testing.T) {
 	}
 	if got := fmt.Sprint(roundOrder(1, 3)); got != "[0]" {
 		t.Errorf("roundOrder(1, 3) = %s", got)
+	}
+}
+
+// TestReplyBody: the generated reply is valid JSON with n tokens, and 7 is
+// the recorded runs' reply byte for byte.
+func TestReplyBody(t *testing.T) {
+	if replyBody(7) != chatBody || buildReply(7) != chatBody {
+		t.Fatalf("the 7-token reply is not chatBody:\n%s\n%s", buildReply(7), chatBody)
+	}
+	for _, n := range []int{1, 8, 64} {
+		b := replyBody(n)
+		if !gjson.Valid(b) {
+			t.Fatalf("replyBody(%d) is not JSON: %s", n, b)
+		}
+		if got := gjson.Get(b, "choices.0.logprobs.content.#").Int(); got != int64(n) {
+			t.Fatalf("replyBody(%d): %d logprob entries", n, got)
+		}
+		if got := gjson.Get(b, "choices.0.token_ids.#").Int(); got != int64(n) {
+			t.Fatalf("replyBody(%d): %d token ids", n, got)
+		}
+		t.Logf("%d tokens: %d bytes", n, len(b))
+	}
+	if b := replyBody(14); !strings.HasPrefix(gjson.Get(b, "choices.0.message.content").String(), "Hello! How can I help?Hello!") {
+		t.Fatalf("replyBody(14) content: %s", gjson.Get(b, "choices.0.message.content"))
 	}
 }
 

@@ -52,6 +52,7 @@ var (
 	duration    = flag.Duration("duration", 3*time.Second, "length of each measurement")
 	rates       = flag.String("rates", "1000,5000", "open-loop request rates (req/s)")
 	events      = flag.Int("events", 32, "SSE events per streamed response")
+	replyTokens = flag.Int("reply-tokens", 7, "completion tokens in the stub's chat reply, each with its logprob entry (7: 1.2 KB; 64: 5.8 KB)")
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
 	honeBin     = flag.String("hone-bin", "bin/hone", "the hone binary for the hone-serve target (make build)")
 	pad         = flag.Int("pad", 0, "bytes of instructions added to every request (long agent prompts)")
@@ -86,7 +87,7 @@ func main() {
 	}
 	stopOnSignal()
 	defer stopAll()
-	stub := spawn("stub", "-events", strconv.Itoa(*events))
+	stub := spawn("stub", "-events", strconv.Itoa(*events), "-reply-tokens", strconv.Itoa(*replyTokens))
 	var targets []target
 	var notes []string // the header's lines about the targets
 	require := os.Getenv("HONE_BENCH_REQUIRE") == "1"
@@ -146,6 +147,7 @@ func main() {
 	fmt.Printf("# hone: each hone process runs with Go's default GOMAXPROCS (its CPU budget: %d CPUs); nginx and HAProxy get as many workers\n", workers)
 	fmt.Printf("# rounds: each section measures every target in turn, %d times (%s first, the others' order rotated by one each round)\n",
 		*count, targets[0].name)
+	fmt.Printf("# stub: chat reply of %d bytes (-reply-tokens %d), streams of %d events (-events)\n", len(replyBody(*replyTokens)), *replyTokens, *events)
 	for _, n := range notes {
 		fmt.Println("# " + n)
 	}

@@ -220,6 +220,7 @@ func runRole(role string, upstream string) {
 			debug.SetGCPercent(n)
 		}
 	}
+	stubReplyBody = replyBody(*replyTokens)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
 	stopProfile := startProfiles()
@@ -260,6 +261,7 @@ func serveRole(role string, ln net.Listener, upstream string) (shutdown func(), 
 // measurements, where one Go runtime schedules load generator, stub and
 // proxy together.
 func local(role, upstream string) *child {
+	stubReplyBody = replyBody(*replyTokens)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
 	stop, metrics := serveRole(role, ln, upstream)
@@ -303,6 +305,45 @@ func startProfiles() func() {
 
 const chatBody = `{"id":"chatcmpl-bench","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[{"token":"Hello","logprob":-0.011,"bytes":[72,101,108,108,111],"top_logprobs":[]},{"token":"!","logprob":-0.022,"bytes":[33],"top_logprobs":[]},{"token":" How","logprob":-0.033,"bytes":[32,72,111,119],"top_logprobs":[]},{"token":" can","logprob":-0.044,"bytes":[32,99,97,110],"top_logprobs":[]},{"token":" I","logprob":-0.055,"bytes":[32,73],"top_logprobs":[]},{"token":" help","logprob":-0.066,"bytes":[32,104,101,108,112],"top_logprobs":[]},{"token":"?","logprob":-0.077,"bytes":[63],"top_logprobs":[]}]},"finish_reason":"stop","stop_reason":null,"token_ids":[2000,2007,2014,2021,2028,2035,2042]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":10,"total_tokens":17,"completion_tokens":7,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198],"kv_transfer_params":null}`
 
+// stubReplyBody is the stub's chat reply: chatBody, or with -reply-tokens
+// other than 7, the same reply with that many completion tokens (content,
+// logprobs and token ids), set by runRole.
+var stubReplyBody = chatBody
+
+// replyBody is a vLLM chat reply like chatBody with n completion tokens, the
+// seven of chatBody repeated ("Hello! How can I help?Hello! ...").
+func replyBody(n int) string {
+	if n == 7 {
+		return chatBody
+	}
+	return buildReply(n)
+}
+
+// buildReply writes replyBody's reply (buildReply(7) is chatBody).
+func buildReply(n int) string {
+	toks := []string{"Hello", "!", " How", " can", " I", " help", "?"}
+	var content, lps, ids strings.Builder
+	for i := 0; i < n; i++ {
+		tok := toks[i%len(toks)]
+		content.WriteString(tok)
+		if i > 0 {
+			lps.WriteByte(',')
+			ids.WriteByte(',')
+		}
+		bs := make([]string, len(tok))
+		for j := range len(tok) {
+			bs[j] = strconv.Itoa(int(tok[j]))
+		}
+		fmt.Fprintf(&lps, `{"token":%q,"logprob":-0.0%02d,"bytes":[%s],"top_logprobs":[]}`, tok, 11*(i%7+1), strings.Join(bs, ","))
+		fmt.Fprintf(&ids, "%d", 2000+7*(i%7))
+	}
+	return `{"id":"chatcmpl-bench","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":` +
+		strconv.Quote(content.String()) + `,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[` +
+		lps.String() + `]},"finish_reason":"stop","stop_reason":null,"token_ids":[` + ids.String() +
+		fmt.Sprintf(`]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":10,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null},`, 10+n, n) +
+		`"prompt_logprobs":null,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198],"kv_transfer_params":null}`
+}
+
 // stubHandler replays a vLLM chat response, or an SSE stream of -events
 // chunks 2 ms apart whose "created" field is the send time (unix µs), the
 // first with the prompt's token ids as vLLM sends them.
@@ -320,7 +361,7 @@ func stubHandler(ctx *fasthttp.RequestCtx) {
 	}
 	if !gjson.GetBytes(ctx.PostBody(), "stream").Bool() {
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(chatBody)
+		ctx.SetBodyString(stubReplyBody)
 		return
 	}
 	ctx.SetContentType("text/event-stream")
