@@ -320,7 +320,7 @@ func spread(v []float64) string {
 func reportClosed(targets []target, sums []summary) {
 	fmt.Println("\n## non-streaming chat: maximum throughput (closed loop)")
 	fmt.Printf("Medians over %d rounds (targets interleaved). CPU: the target's processes (nginx: master and workers; direct:\n", *count)
-	fmt.Println("the stub), user+system time per request.")
+	fmt.Println("the stub), CPU time per request (from each thread's schedstat).")
 	fmt.Println("| target | workers | req/s | p50 us | p99 us | CPU us/req | req/s runs | errors |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	rate, p50, p99, cpu := make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets)), make([][]float64, len(targets))

@@ -59,7 +59,7 @@ func (c *child) pid() int {
 	return c.cmd.Process.Pid
 }
 
-// cpu is the user+system CPU time the child has used so far: its process
+// cpu is the CPU time the child has used so far: its process
 // group's live processes for nginx, its process otherwise.
 func (c *child) cpu() time.Duration {
 	if c.group {
