@@ -16,7 +16,7 @@ import (
 // walked once, key by key; the walk also notes where the fields hone may
 // have injected sit, so the strip needs no second parse.
 type accumulator struct {
-	route      string
+	dialect    dialect
 	renaming   bool // note the model's position: the answer gets the agent's name back (asked.renamed)
 	id         string
 	model      string
@@ -165,82 +165,14 @@ func (a *accumulator) addChoice(c gjson.Result, delta bool) {
 		a.addLogprobs(ch, lp, !ids.IsArray())
 		a.note(lp, injLogprobs)
 	}
-	if a.route != capture.RouteChat {
-		ch.Content = appendOrSet(ch.Content, text, delta)
-		return
-	}
-	a.addMessage(ch, msg, delta)
+	a.dialect.addOutput(ch, text, msg, delta)
 }
 
-func appendOrSet(old, s string, delta bool) string {
-	if delta {
-		return old + s
-	}
-	return s
-}
-
-// addMessage folds a chat message (or delta): content, reasoning under
-// either field name, tool calls.
-func (a *accumulator) addMessage(ch *capture.Choice, m gjson.Result, delta bool) {
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "content":
-			ch.Content = appendOrSet(ch.Content, v.String(), delta)
-		case "reasoning", "reasoning_content":
-			if v.Type == gjson.String {
-				ch.Reasoning = appendOrSet(ch.Reasoning, v.Str, delta)
-			}
-		case "tool_calls":
-			v.ForEach(func(i, t gjson.Result) bool {
-				if delta {
-					mergeToolDelta(ch, t)
-				} else {
-					ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: int(i.Int()), ID: t.Get("id").String(),
-						Type: t.Get("type").String(), Name: t.Get("function.name").String(),
-						Arguments: t.Get("function.arguments").String()})
-				}
-				return true
-			})
-		}
-		return true
-	})
-}
-
-// addLogprobs folds chat (content[].logprob) or completions
-// (token_logprobs[]) logprobs in; withTokens takes the completion ids from
-// "token_id:N" token strings when the engine sent no token_ids.
+// addLogprobs folds a choice's logprobs in, in the dialect's shape;
+// withTokens takes the completion ids from "token_id:N" token strings when
+// the engine sent no token_ids.
 func (a *accumulator) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool) {
-	if a.route == capture.RouteChat {
-		content := lp.Get("content")
-		ch.Logprobs = slices.Grow(ch.Logprobs, len(content.Raw)/64) // an entry is ~60-100 bytes
-		content.ForEach(func(_, t gjson.Result) bool {
-			if !withTokens { // "logprob" comes second: no need to walk bytes and top_logprobs
-				ch.Logprobs = append(ch.Logprobs, float32(t.Get("logprob").Float()))
-				return true
-			}
-			t.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
-				case "logprob":
-					ch.Logprobs = append(ch.Logprobs, float32(v.Float()))
-				case "token":
-					a.tokenFromString(ch, v.Str)
-				}
-				return true
-			})
-			return true
-		})
-		return
-	}
-	lp.Get("token_logprobs").ForEach(func(_, t gjson.Result) bool {
-		ch.Logprobs = append(ch.Logprobs, float32(t.Float()))
-		return true
-	})
-	if withTokens {
-		lp.Get("tokens").ForEach(func(_, t gjson.Result) bool {
-			a.tokenFromString(ch, t.String())
-			return true
-		})
-	}
+	a.dialect.addLogprobs(ch, lp, withTokens, a.tokenFromString)
 }
 
 // tokenFromString takes a completion id from vLLM's
@@ -289,50 +221,16 @@ func mergeToolDelta(ch *capture.Choice, t gjson.Result) {
 
 // aggregate renders a streamed response as the equivalent non-stream object.
 func (a *accumulator) aggregate() []byte {
-	type fn struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	}
-	type tool struct {
-		ID       string `json:"id,omitempty"`
-		Type     string `json:"type"`
-		Function fn     `json:"function"`
-	}
-	type msg struct {
-		Role      string `json:"role"`
-		Content   string `json:"content"`
-		Reasoning string `json:"reasoning,omitempty"`
-		ToolCalls []tool `json:"tool_calls,omitempty"`
-	}
-	type choice struct {
-		Index        int    `json:"index"`
-		Message      *msg   `json:"message,omitempty"`
-		Text         string `json:"text,omitempty"`
-		FinishReason string `json:"finish_reason"`
-	}
 	obj := struct {
 		ID      string        `json:"id"`
 		Object  string        `json:"object"`
 		Created int64         `json:"created"`
 		Model   string        `json:"model"`
-		Choices []choice      `json:"choices"`
+		Choices []aggChoice   `json:"choices"`
 		Usage   capture.Usage `json:"usage"`
-	}{ID: a.id, Object: "text_completion", Created: a.created, Model: a.model, Usage: a.usage}
-	if a.route == capture.RouteChat {
-		obj.Object = "chat.completion"
-	}
+	}{ID: a.id, Object: a.dialect.answer(), Created: a.created, Model: a.model, Usage: a.usage}
 	for _, c := range a.choices {
-		ch := choice{Index: c.Index, FinishReason: c.FinishReason}
-		if a.route == capture.RouteChat {
-			m := &msg{Role: "assistant", Content: c.Content, Reasoning: c.Reasoning}
-			for _, t := range c.ToolCalls {
-				m.ToolCalls = append(m.ToolCalls, tool{ID: t.ID, Type: "function", Function: fn{t.Name, t.Arguments}})
-			}
-			ch.Message = m
-		} else {
-			ch.Text = c.Content
-		}
-		obj.Choices = append(obj.Choices, ch)
+		obj.Choices = append(obj.Choices, a.dialect.answerChoice(c))
 	}
 	b, _ := json.Marshal(obj)
 	return b

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/hone-rl/hone/capture"
 )
 
 // BenchmarkAccumulateBody is the per-call hot-path work on a non-stream
@@ -21,7 +19,7 @@ func BenchmarkAccumulateBody(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		a := accumulator{route: capture.RouteChat}
+		a := accumulator{dialect: chatDialect}
 		a.addBody(body)
 		_ = strip(body, a.injected, asked{})
 	}
@@ -46,7 +44,7 @@ func BenchmarkAccumulateBody512(b *testing.B) {
 	b.ReportAllocs()
 	var out []byte
 	for b.Loop() {
-		a := accumulator{route: capture.RouteChat}
+		a := accumulator{dialect: chatDialect}
 		a.addBody(body)
 		out = stripInto(out[:0], body, a.injected, asked{})
 	}

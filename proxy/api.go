@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/hone-rl/hone/capture"
 	"github.com/valyala/fasthttp"
 )
 
@@ -14,8 +13,8 @@ import (
 type surface interface {
 	// label names the API in metrics and errors.
 	label() string
-	// engineRoute is the capture route of the upstream call.
-	engineRoute() string
+	// dialect is the engine API the call goes to.
+	dialect() dialect
 	// translate turns the agent's request body into the engine's. A native
 	// surface returns nil: the body goes upstream as sent (plus capture's
 	// rewrite). owner is the calling client's (stored state such as
@@ -50,16 +49,23 @@ type encoder interface {
 
 // surfaces maps POST routes to their API.
 var surfaces = map[string]surface{
-	"/v1/chat/completions": nativeSurface{capture.RouteChat},
-	"/v1/completions":      nativeSurface{capture.RouteCompletions},
+	"/v1/chat/completions": nativeSurface{chatDialect},
+	"/v1/completions":      nativeSurface{completionsDialect},
 	"/v1/responses":        responsesSurface{},
 	"/v1/messages":         messagesSurface{},
 }
 
 // nativeSurface is an API the engine speaks itself.
-type nativeSurface struct{ route string }
+type nativeSurface struct{ d dialect }
 
-func (n nativeSurface) label() string                                             { return n.route }
-func (n nativeSurface) engineRoute() string                                       { return n.route }
+func (n nativeSurface) label() string                                             { return n.d.route() }
+func (n nativeSurface) dialect() dialect                                          { return n.d }
 func (nativeSurface) translate(*Server, string, []byte) (*translation, *apiError) { return nil, nil }
 func (nativeSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError)            { writeError(ctx, e) }
+
+// otherSurface labels errors answered before routing (a path hone does not
+// serve): OpenAI's shape.
+type otherSurface struct{ nativeSurface }
+
+func (otherSurface) label() string    { return "other" }
+func (otherSurface) dialect() dialect { return passthroughDialect }

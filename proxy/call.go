@@ -15,7 +15,7 @@ type call struct {
 	api       surface
 	enc       encoder // non-nil for a translated API
 	upPath    []byte  // the engine route and query
-	route     string
+	dialect   dialect // the engine API the request goes to
 	id        string
 	model     string // as the agent asked
 	target    string // as sent upstream
@@ -109,13 +109,14 @@ func (c *call) done() {
 	if c.streaming {
 		s.m.openStreams.Dec()
 	}
-	s.m.requests.WithLabelValues(c.route, strconv.Itoa(c.httpStatus)).Inc()
+	route := c.dialect.route()
+	s.m.requests.WithLabelValues(route, strconv.Itoa(c.httpStatus)).Inc()
 	if !c.sentAt.IsZero() && !c.upstreamDone.IsZero() {
-		s.m.upstream.WithLabelValues(c.route).Observe(c.upstreamDone.Sub(c.sentAt).Seconds())
-		s.m.overhead.WithLabelValues(c.route).Observe((c.sentAt.Sub(c.start) + c.inHone + now.Sub(c.upstreamDone)).Seconds())
+		s.m.upstream.WithLabelValues(route).Observe(c.upstreamDone.Sub(c.sentAt).Seconds())
+		s.m.overhead.WithLabelValues(route).Observe((c.sentAt.Sub(c.start) + c.inHone + now.Sub(c.upstreamDone)).Seconds())
 	}
 	if !c.firstEvent.IsZero() {
-		s.m.ttft.WithLabelValues(c.route).Observe(c.firstEvent.Sub(c.start).Seconds())
+		s.m.ttft.WithLabelValues(route).Observe(c.firstEvent.Sub(c.start).Seconds())
 	}
 	if !c.verdict.Capture || c.eng == nil {
 		return // not captured, or no engine ever answered
@@ -134,7 +135,7 @@ func (c *call) done() {
 
 func (c *call) record(end time.Time) *capture.Call {
 	rec := &capture.Call{
-		ID: c.id, Session: c.verdict.Session, Task: c.hh.Task, Route: c.route, Model: c.model, Upstream: c.target,
+		ID: c.id, Session: c.verdict.Session, Task: c.hh.Task, Route: c.dialect.route(), Model: c.model, Upstream: c.target,
 		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: c.acc.id,
 		Start: c.start, End: end, Latency: end.Sub(c.start), Status: c.status, HTTPStatus: c.httpStatus,
 		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, PromptIDs: c.acc.promptIDs,

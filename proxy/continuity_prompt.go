@@ -307,7 +307,7 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 // useContinuity plans a call in tokens mode and attaches the plan to the
 // request; calls it does not cover go to the engine as sent.
 func (s *Server) useContinuity(ctx *fasthttp.RequestCtx, c *call, body, up []byte) {
-	if s.cont == nil || c.route != capture.RouteChat || !c.verdict.Capture {
+	if s.cont == nil || !c.dialect.rendersChat() || !c.verdict.Capture {
 		return
 	}
 	p, err := s.planCall(c, body, up)

@@ -18,4 +18,7 @@
 // Agent APIs: api.go (routes to surfaces; the encoder interface),
 // responses*.go (the OpenAI Responses API) and messages*.go (the Anthropic
 // Messages API), each translated onto the engine's chat completions.
+// Engine dialects: dialect.go (the interface), dialect_chat.go,
+// dialect_completions.go, dialect_passthrough.go: how each engine API asks
+// for logprobs, folds its answers into a capture and shapes a rebuilt one.
 package proxy

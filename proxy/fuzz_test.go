@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 )
 
@@ -29,12 +28,12 @@ func FuzzRewrite(f *testing.F) {
 		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 			return
 		}
-		route := capture.RouteCompletions
+		d := completionsDialect
 		if chat {
-			route = capture.RouteChat
+			d = chatDialect
 		}
-		a, model := inspect(gjson.ParseBytes(body), route)
-		out, err := rewriteRequest(body, route, a, model, "auto", "target-model", true)
+		a, model := inspect(gjson.ParseBytes(body), d)
+		out, err := rewriteRequest(body, d, a, model, "auto", "target-model", true)
 		if err != nil {
 			return // sjson refuses some odd-but-valid documents; hone answers 400
 		}
@@ -56,7 +55,7 @@ func FuzzRewrite(f *testing.F) {
 				t.Fatalf("%d %q keys (the request had %d): %s", n, k, was, out)
 			}
 		}
-		acc := accumulator{route: route}
+		acc := accumulator{dialect: d}
 		acc.addBody(out)
 		stripped := strip(out, acc.injected, a)
 		if !gjson.ValidBytes(stripped) {
@@ -85,12 +84,12 @@ func FuzzResponse(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"text":"x","logprobs":{"tokens":["token_id:5"],"token_logprobs":[-0.5]},"prompt_token_ids":[1,2]}]}`), false)
 	addFixtureSeeds(f, "upstream.json", func(b []byte) { f.Add(b, true) })
 	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		route := capture.RouteCompletions
+		d := completionsDialect
 		if chat {
-			route = capture.RouteChat
+			d = chatDialect
 		}
 		own := append([]byte(nil), body...)
-		acc := accumulator{route: route}
+		acc := accumulator{dialect: d}
 		acc.addBody(own)
 		buf := make([]byte, 0, 8)
 		out := stripInto(buf, own, acc.injected, asked{})
@@ -124,7 +123,7 @@ func FuzzSSE(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := newSSEReader(bytes.NewReader(in))
 		var got []byte
-		acc := accumulator{route: capture.RouteChat}
+		acc := accumulator{dialect: chatDialect}
 		for {
 			ev, err := r.next()
 			got = append(got, ev...)

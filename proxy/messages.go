@@ -27,7 +27,7 @@ import (
 type messagesSurface struct{}
 
 func (messagesSurface) label() string                                    { return "messages" }
-func (messagesSurface) engineRoute() string                              { return capture.RouteChat }
+func (messagesSurface) dialect() dialect                                 { return chatDialect }
 func (messagesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { writeAnthropicError(ctx, e) }
 
 func (messagesSurface) translate(_ *Server, _ string, body []byte) (*translation, *apiError) {

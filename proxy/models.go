@@ -77,17 +77,13 @@ func (s *Server) annotateModel(id, raw string) json.RawMessage {
 	return b
 }
 
-// routePassthrough labels calls to other /v1/... routes: not captured, and
-// their streams (e.g. /v1/responses) need not end with data: [DONE].
-const routePassthrough = "passthrough"
-
 // passthrough forwards any other /v1/... call unchanged and uncaptured.
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
-	c := &call{s: s, api: nativeSurface{routePassthrough}, route: routePassthrough, start: time.Now(), sentAt: time.Now()}
+	c := &call{s: s, api: nativeSurface{passthroughDialect}, dialect: passthroughDialect, start: time.Now(), sentAt: time.Now()}
 	if p, release, ok := s.aliases.acquire(model); ok {
 		c.policy, c.release = p, release
-		if body, err := rewriteRequest(ctx.PostBody(), "", asked{}, model, "off", p.Target, false); err == nil {
+		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false); err == nil {
 			ctx.Request.SetBody(body)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 type responsesSurface struct{}
 
 func (responsesSurface) label() string                                    { return "responses" }
-func (responsesSurface) engineRoute() string                              { return "chat" }
+func (responsesSurface) dialect() dialect                                 { return chatDialect }
 func (responsesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { writeError(ctx, e) }
 
 // respRequest is what the Response object echoes of the request.

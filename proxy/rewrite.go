@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"unicode"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -34,7 +33,7 @@ type present struct {
 
 // inspect reads, in one walk over the top-level keys of a request, the model
 // and what the client asked for itself.
-func inspect(doc gjson.Result, route string) (a asked, model string) {
+func inspect(doc gjson.Result, d dialect) (a asked, model string) {
 	doc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
@@ -42,12 +41,7 @@ func inspect(doc gjson.Result, route string) (a asked, model string) {
 		case "stream":
 			a.stream = v.Bool()
 		case "logprobs":
-			a.has.logprobs = true
-			if route == capture.RouteChat {
-				a.logprobs = v.Bool()
-			} else {
-				a.logprobs = v.Type == gjson.Number
-			}
+			a.has.logprobs, a.logprobs = true, d.askedLogprobs(v)
 		case "return_token_ids":
 			a.tokenIDs, a.has.tokenIDs = v.Bool(), true
 		case "stream_options":
@@ -67,11 +61,11 @@ func inspect(doc gjson.Result, route string) (a asked, model string) {
 // inspect found it and the fields the request lacks are appended before its
 // closing brace; sjson, which walks the whole body (agent requests carry long
 // histories) for every field, only replaces values that are already there.
-func rewriteRequest(body []byte, route string, a asked, model, tokenMode, target string, capture bool) ([]byte, error) {
+func rewriteRequest(body []byte, d dialect, a asked, model, tokenMode, target string, capture bool) ([]byte, error) {
 	var add []string // absent top-level fields, as raw JSON members
 	var set []field  // present ones with another value
 	if capture {
-		add, set = captureFields(a, route, tokenMode)
+		add, set = captureFields(a, d, tokenMode)
 	}
 	newModel, old := "", a.has.model
 	if target != "" && model != target {
@@ -96,7 +90,7 @@ func rewriteRequest(body []byte, route string, a asked, model, tokenMode, target
 
 // captureFields lists what a captured call asks for that the client did not:
 // absent fields as raw members to append, present ones as values to set.
-func captureFields(a asked, route, tokenMode string) (add []string, set []field) {
+func captureFields(a asked, d dialect, tokenMode string) (add []string, set []field) {
 	put := func(has bool, key string, v any, raw string) {
 		if has {
 			set = append(set, field{key, v})
@@ -105,11 +99,8 @@ func captureFields(a asked, route, tokenMode string) (add []string, set []field)
 		}
 	}
 	if !a.logprobs {
-		if route == capture.RouteChat {
-			put(a.has.logprobs, "logprobs", true, `"logprobs":true`)
-		} else {
-			put(a.has.logprobs, "logprobs", 0, `"logprobs":0`)
-		}
+		v, raw := d.logprobsField()
+		put(a.has.logprobs, "logprobs", v, raw)
 	}
 	switch tokenMode {
 	case "auto", "native":

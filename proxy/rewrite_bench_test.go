@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -25,11 +24,11 @@ func agentRequest(n int) []byte {
 // the same fields set with one sjson.SetBytes each (the previous way).
 func BenchmarkRewriteAgentRequest(b *testing.B) {
 	body := agentRequest(25)
-	a, model := inspect(gjson.ParseBytes(body), capture.RouteChat)
+	a, model := inspect(gjson.ParseBytes(body), chatDialect)
 	b.Run("hone", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if _, err := rewriteRequest(body, capture.RouteChat, a, model, "auto", "agent-v3", true); err != nil {
+			if _, err := rewriteRequest(body, chatDialect, a, model, "auto", "agent-v3", true); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"testing"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 )
 
@@ -25,8 +24,8 @@ func TestAppendMembers(t *testing.T) {
 // place, never duplicated.
 func TestRewriteAppendsOrReplaces(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[],"logprobs":false,"stream":true}`)
-	a, model := inspect(gjson.ParseBytes(body), capture.RouteChat)
-	out, err := rewriteRequest(body, capture.RouteChat, a, model, "auto", "t", true)
+	a, model := inspect(gjson.ParseBytes(body), chatDialect)
+	out, err := rewriteRequest(body, chatDialect, a, model, "auto", "t", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,7 @@ func surfaceOf(ctx *fasthttp.RequestCtx) surface {
 	if api, ok := surfaces[string(ctx.Path())]; ok {
 		return api
 	}
-	return nativeSurface{"other"}
+	return otherSurface{}
 }
 
 // failAPI answers an error in the API's own shape and counts it.
@@ -242,8 +242,8 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 // handleCall proxies one chat or completions call, capturing it when the
 // recorder selects it.
 func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
-	route := api.engineRoute()
-	c := &call{s: s, api: api, route: route, start: time.Now(), status: capture.StatusOK, acc: accumulator{route: route},
+	d := api.dialect()
+	c := &call{s: s, api: api, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
 	if len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
@@ -267,7 +267,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	}
 	hh := hr.hh
 	c.hh, c.warnings = hh, hr.warnings
-	c.asked, c.model = inspect(doc, route)
+	c.asked, c.model = inspect(doc, d)
 	c.model = strings.Clone(c.model) // doc is a view of fasthttp's request buffer, reused after the handler
 	c.target = c.model
 	if p, release, ok := s.aliases.acquire(c.model); ok {
@@ -275,7 +275,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	}
 	c.id = "call-" + uuid.NewString()
 	c.owner = owner
-	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: route, Model: c.model, Hone: hh, Body: body,
+	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: d.route(), Model: c.model, Hone: hh, Body: body,
 		Owner: owner})
 	if c.verdict.Refused != nil {
 		c.verdict.Capture = false
@@ -291,7 +291,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.asked.renamed, _ = json.Marshal(c.model)
 		c.acc.renaming = true
 	}
-	up, err := rewriteRequest(body, route, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
+	up, err := rewriteRequest(body, d, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})
 		return

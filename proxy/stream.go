@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
@@ -76,7 +75,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 	b.ended = true
 	b.c.upstreamDone = time.Now()
-	if err == io.EOF && !b.sawDone && b.c.route != routePassthrough {
+	if err == io.EOF && !b.sawDone && b.c.dialect.captured() { // other inference routes' streams need not end with [DONE]
 		err = errNoDone
 	}
 	if err == io.EOF {
@@ -126,11 +125,8 @@ func (b *streamBody) process(ev []byte) []byte {
 		return b.release(data, nil) // the usage chunk hone asked for is dropped
 	}
 	out := ev
-	if c.route == capture.RouteChat && !c.asked.logprobs && !c.asked.tokenIDs && emptyDelta(data) {
-		// vLLM sends a chunk with nothing in its delta (a token its
-		// reasoning or tool parser consumed) only to carry the logprobs
-		// or token ids hone asked for: the agent would not have got it.
-		out = nil
+	if !c.asked.logprobs && !c.asked.tokenIDs && c.dialect.silentChunk(data) {
+		out = nil // only what hone asked for: the agent would not have got it
 	} else if stripping(c.acc.injected, c.asked) {
 		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
 		out = append(b.out, "\n\n"...)
@@ -140,21 +136,6 @@ func (b *streamBody) process(ev []byte) []byte {
 		return nil
 	}
 	return b.release(nil, out)
-}
-
-// emptyDelta reports whether a chat chunk holds only choices whose delta is
-// empty and that do not finish, and no usage.
-func emptyDelta(data []byte) bool {
-	chs := gjson.GetBytes(data, "choices").Array()
-	if len(chs) == 0 || gjson.GetBytes(data, "usage").Type == gjson.JSON {
-		return false
-	}
-	for _, ch := range chs {
-		if d := ch.Get("delta"); !d.IsObject() || strings.TrimSpace(d.Raw) != "{}" || ch.Get("finish_reason").Type == gjson.String {
-			return false
-		}
-	}
-	return true
 }
 
 // release returns the held events (if any) followed by next. From the

@@ -22,8 +22,8 @@ func TestEmptyDelta(t *testing.T) {
 		{`{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":null}],"usage":{"prompt_tokens":1}}`, false},
 		{`{"id":"x","choices":[{"index":0,"text":"","finish_reason":null}]}`, false}, // completions: no delta
 	} {
-		if got := emptyDelta([]byte(c.data)); got != c.want {
-			t.Errorf("emptyDelta(%s) = %v, want %v", c.data, got, c.want)
+		if got := chatDialect.silentChunk([]byte(c.data)); got != c.want {
+			t.Errorf("silentChunk(%s) = %v, want %v", c.data, got, c.want)
 		}
 	}
 }

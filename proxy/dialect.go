@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"github.com/hone-rl/hone/capture"
+	"github.com/tidwall/gjson"
+)
+
+// dialect is the engine API a call's request goes to, one type per API
+// (dialect_chat.go, dialect_completions.go, dialect_passthrough.go): how a
+// request asks for logprobs, how the engine's choices and logprobs fold
+// into a capture.Call, which stream chunks carry nothing for the agent, and
+// the shape of an answer rebuilt from the capture. The agent-facing API is
+// the surface (api.go); the translated surfaces speak the chat dialect.
+type dialect interface {
+	// route names the dialect in the capture (capture.Route*) and in
+	// metrics.
+	route() string
+	// captured reports whether calls in this dialect are captured (the
+	// passthrough of other inference routes is not).
+	captured() bool
+	// askedLogprobs reads the request's own logprobs value.
+	askedLogprobs(v gjson.Result) bool
+	// logprobsField is how capture asks for logprobs: the value to set
+	// and the raw member to append.
+	logprobsField() (v any, raw string)
+	// addOutput folds a choice's output (or a stream delta of it) in:
+	// the message or delta of a chat choice, the text of a completion.
+	addOutput(ch *capture.Choice, text string, msg gjson.Result, delta bool)
+	// addLogprobs folds a choice's logprobs in; withTokens also takes the
+	// completion ids from vLLM's "token_id:N" token strings (tok).
+	addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool, tok func(*capture.Choice, string))
+	// silentChunk reports whether a stream chunk the agent did not ask
+	// logprobs or token ids for carries nothing else for it.
+	silentChunk(data []byte) bool
+	// answer is the object type and choice of an answer rebuilt from the
+	// capture.
+	answer() string
+	answerChoice(c capture.Choice) aggChoice
+	// rendersChat reports whether tokens-mode continuity can render this
+	// dialect's prompts (chat messages through the model's template).
+	rendersChat() bool
+}
+
+// Dialects.
+var (
+	chatDialect        dialect = chatAPI{}
+	completionsDialect dialect = completionsAPI{}
+	passthroughDialect dialect = passthroughAPI{}
+)
+
+// aggChoice is one choice of an answer rebuilt from the capture.
+type aggChoice struct {
+	Index        int         `json:"index"`
+	Message      *aggMessage `json:"message,omitempty"`
+	Text         string      `json:"text,omitempty"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type aggMessage struct {
+	Role      string    `json:"role"`
+	Content   string    `json:"content"`
+	Reasoning string    `json:"reasoning,omitempty"`
+	ToolCalls []aggTool `json:"tool_calls,omitempty"`
+}
+
+type aggTool struct {
+	ID       string      `json:"id,omitempty"`
+	Type     string      `json:"type"`
+	Function aggFunction `json:"function"`
+}
+
+type aggFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func appendOrSet(old, s string, delta bool) string {
+	if delta {
+		return old + s
+	}
+	return s
+}

@@ -1,0 +1,25 @@
+package proxy
+
+import (
+	"github.com/hone-rl/hone/capture"
+	"github.com/tidwall/gjson"
+)
+
+// passthroughAPI is every other inference route hone forwards
+// (proxy.inference_routes, models.go): relayed as it is, never captured.
+type passthroughAPI struct{}
+
+// routePassthrough labels the forwarded calls in metrics.
+const routePassthrough = "passthrough"
+
+func (passthroughAPI) route() string                                         { return routePassthrough }
+func (passthroughAPI) captured() bool                                        { return false }
+func (passthroughAPI) askedLogprobs(gjson.Result) bool                       { return false }
+func (passthroughAPI) logprobsField() (any, string)                          { return nil, "" }
+func (passthroughAPI) answer() string                                        { return "" }
+func (passthroughAPI) rendersChat() bool                                     { return false }
+func (passthroughAPI) silentChunk([]byte) bool                               { return false }
+func (passthroughAPI) addOutput(*capture.Choice, string, gjson.Result, bool) {}
+func (passthroughAPI) addLogprobs(*capture.Choice, gjson.Result, bool, func(*capture.Choice, string)) {
+}
+func (passthroughAPI) answerChoice(c capture.Choice) aggChoice { return aggChoice{Index: c.Index} }
