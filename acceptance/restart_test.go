@@ -32,7 +32,17 @@ import (
 // restart is hone's session inference, rebuilt from the store: the calls
 // after the restart join the session of the call before it, and the run is
 // one session, one trajectory, drift 0, rewarded.
+//
+// In tokens mode the restarted hone also restores the engine's sampled
+// token ids for the open session's latest turn from the store, so the call
+// after the restart extends the path of the one before it.
 func TestCodexRestartMidTask(t *testing.T) {
+	for _, mode := range []string{proxy.ContinuityObserve, proxy.ContinuityTokens} {
+		t.Run(mode, func(t *testing.T) { codexRestartMidTask(t, mode) })
+	}
+}
+
+func codexRestartMidTask(t *testing.T, mode string) {
 	node := requireNode(t)
 	launcher, _ := filepath.Abs(filepath.Join("node_modules", "@openai", "codex", "bin", "codex.js"))
 	if _, err := os.Stat(launcher); err != nil {
@@ -48,7 +58,7 @@ func TestCodexRestartMidTask(t *testing.T) {
 		}
 		return tr
 	})
-	h := startHoneMode(t, eng.url, proxy.ContinuityObserve)
+	h := startHoneMode(t, eng.url, mode)
 	home, work := t.TempDir(), t.TempDir()
 	config := fmt.Sprintf(`model = "hone-agent"
 model_provider = "hone"
@@ -119,9 +129,15 @@ stream_max_retries = 0
 // trajectory, drift 0, rewarded; the SDK's requests after the restart name
 // previous_response_id and send only the new items.
 func TestAgentsSDKRestartMidTask(t *testing.T) {
+	for _, mode := range []string{proxy.ContinuityObserve, proxy.ContinuityTokens} {
+		t.Run(mode, func(t *testing.T) { agentsSDKRestartMidTask(t, mode) })
+	}
+}
+
+func agentsSDKRestartMidTask(t *testing.T, mode string) {
 	node, script := agentsClient(t)
 	eng := newAgentEngine(t, agentsScript)
-	h := startHoneMode(t, eng.url, proxy.ContinuityObserve)
+	h := startHoneMode(t, eng.url, mode)
 	front := newRecordingFront(t, h.data)
 	restarts := 0
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -146,7 +162,7 @@ func TestAgentsSDKRestartMidTask(t *testing.T) {
 			t.Errorf("request %d does not continue by previous_response_id with the new items only: %.300s", i+1, r)
 		}
 	}
-	checkWriteRead(t, eng, h, work, out, runCheck{mode: proxy.ContinuityObserve, tool: "write_file", calls: 4})
+	checkWriteRead(t, eng, h, work, out, runCheck{mode: mode, tool: "write_file", calls: 4})
 }
 
 // recordingFront is a reverse proxy in front of hone that keeps the bodies

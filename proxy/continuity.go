@@ -197,6 +197,30 @@ func (r continuityRecorder) Record(c *capture.Call) {
 	r.Recorder.Record(c)
 }
 
+// latestCalls is a recorder that keeps calls across restarts
+// (*capture.Store): the latest call of each open session.
+type latestCalls interface {
+	LatestOpenCalls(limit int) ([]*capture.Call, error)
+}
+
+// restore puts back the served turns of the open sessions' latest calls,
+// so an agent in the middle of a conversation when hone restarted goes on
+// with the token ids its engine sampled, not a re-tokenisation of their
+// text (which can differ, and would start a new trajectory).
+func (k *continuity) restore(lc latestCalls) {
+	calls, err := lc.LatestOpenCalls(continuityConvos)
+	if err != nil {
+		k.log.Warn("continuity: served turns not restored past this point; those sessions' next calls are rendered afresh",
+			"restored", len(calls), "err", err)
+	}
+	for i := len(calls) - 1; i >= 0; i-- { // oldest first: the newest are evicted last
+		k.remember(calls[i])
+	}
+	if len(calls) > 0 {
+		k.log.Info("continuity: served turns of open sessions restored", "sessions", len(calls))
+	}
+}
+
 // planKey is the request context key of a call's continuity plan.
 type planKey struct{}
 

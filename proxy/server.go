@@ -72,6 +72,9 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 			s.contWhy = err.Error()
 			log.Warn("continuity: tokens mode needs the model folder; observing", "err", err)
 		} else {
+			if lc, ok := s.rec.(latestCalls); ok {
+				s.cont.restore(lc)
+			}
 			s.rec = continuityRecorder{Recorder: s.rec, k: s.cont}
 		}
 	}
