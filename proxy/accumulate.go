@@ -13,8 +13,9 @@ import (
 
 // accumulator aggregates a response — one body or a stream of chunks — into
 // the token ids, logprobs, text and tool calls of each choice. Each body is
-// walked once, key by key; the walk also notes where the fields hone may
-// have injected sit, so the strip needs no second parse.
+// walked once (jsonWalk: validated and read in the same pass); the walk also
+// notes where the fields hone may have injected sit, so the strip needs no
+// second parse.
 type accumulator struct {
 	dialect    dialect
 	renaming   bool // note the model's position: the answer gets the agent's name back (asked.renamed)
@@ -26,11 +27,12 @@ type accumulator struct {
 	usage      capture.Usage
 	fromTokens bool // completion ids came from "token_id:N" logprob strings
 
-	injected  []injected // positions in the last body added
-	usageOnly bool       // the last chunk had empty choices and a usage object
-	finished  bool       // the last chunk added ended a choice (finish_reason set)
-	bad       bool       // a body or chunk was not a JSON object
-	sawChoice bool       // a body or chunk had a choices array
+	lps       capture.Choice // the logprobs of the choice being walked (addChoice)
+	injected  []injected     // positions in the last body added
+	usageOnly bool           // the last chunk had empty choices and a usage object
+	finished  bool           // the last chunk added ended a choice (finish_reason set)
+	bad       bool           // a body or chunk was not a JSON object
+	sawChoice bool           // a body or chunk had a choices array
 }
 
 // complete reports whether what was added reads as a completion: every
@@ -75,105 +77,171 @@ func (a *accumulator) addBody(body []byte) {
 
 func (a *accumulator) add(body string, delta bool) {
 	a.injected, a.finished = a.injected[:0], false
-	nChoices, hasUsage := 0, false
-	if !gjson.Valid(body) || !gjson.Parse(body).IsObject() {
+	// The walk folds the body in as it validates it. While nothing the walk
+	// changes in place holds anything yet (a body, a stream's first
+	// chunks), a body that turns out not to be JSON is undone by restoring
+	// a copy; otherwise it is validated first.
+	undo := len(a.choices) == 0 && len(a.promptIDs) == 0
+	saved := *a
+	if !undo && !validJSON(body) {
 		a.bad, a.usageOnly = true, false
 		return
 	}
-	gjson.Parse(body).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	nChoices, hasUsage := 0, false
+	w := jsonWalk{s: body}
+	if w.at() != '{' {
+		a.bad, a.usageOnly = true, false
+		return
+	}
+	for key := range w.members {
+		switch key {
 		case "id":
+			raw, _ := w.value()
 			if a.id == "" {
-				a.id = v.String()
+				a.id = rawString(raw)
 			}
 		case "model":
+			raw, at := w.value()
 			if a.model == "" {
-				a.model = v.String()
+				a.model = rawString(raw)
 			}
-			if a.renaming && v.Type == gjson.String {
-				a.note(v, injModel)
+			if a.renaming && isString(raw) {
+				a.note(at, raw, injModel)
 			}
 		case "created":
+			raw, _ := w.value()
 			if a.created == 0 {
-				a.created = v.Int()
+				a.created = rawInt(raw)
 			}
 		case "prompt_token_ids":
-			if v.IsArray() {
-				a.promptIDs = appendIDs(a.promptIDs[:0], v)
-				a.note(v, injTokenIDs)
+			raw, at := w.value()
+			if isArray(raw) {
+				a.promptIDs = appendIDs(a.promptIDs[:0], raw)
+				a.note(at, raw, injTokenIDs)
 			}
 		case "usage":
-			if v.IsObject() {
+			raw, _ := w.value()
+			if isObject(raw) {
 				hasUsage = true
+				v := gjson.Parse(raw)
 				a.usage = capture.Usage{PromptTokens: int(v.Get("prompt_tokens").Int()),
 					CompletionTokens: int(v.Get("completion_tokens").Int()), TotalTokens: int(v.Get("total_tokens").Int())}
 			}
 		case "choices":
-			a.sawChoice = a.sawChoice || v.IsArray()
-			v.ForEach(func(_, c gjson.Result) bool {
+			a.sawChoice = a.sawChoice || w.at() == '['
+			w.each(func() {
 				nChoices++
-				a.addChoice(c, delta)
-				return true
+				a.addChoice(&w, delta)
 			})
+		default:
+			w.skip()
 		}
-		return true
-	})
+	}
+	if w.bad || !w.end() {
+		if undo {
+			*a = saved
+		}
+		a.injected = a.injected[:0]
+		a.bad, a.usageOnly = true, false
+		return
+	}
 	a.usageOnly = nChoices == 0 && hasUsage
 }
 
-func (a *accumulator) note(v gjson.Result, kind uint8) {
-	a.injected = append(a.injected, injected{v.Index, v.Index + len(v.Raw), kind})
+func (a *accumulator) note(at int, raw string, kind uint8) {
+	a.injected = append(a.injected, injected{at, at + len(raw), kind})
 }
 
-// addChoice folds one choice (or a stream delta of one) in, in one walk
-// over its keys (a Get per field would rescan the logprobs each time).
-func (a *accumulator) addChoice(c gjson.Result, delta bool) {
-	var ids, lp, msg, prompt gjson.Result
-	text, finish, index := "", gjson.Result{}, 0
-	c.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "index":
-			index = int(v.Int())
-		case "finish_reason":
-			finish = v
-		case "token_ids":
-			ids = v
-		case "prompt_token_ids":
-			prompt = v
-		case "logprobs":
-			lp = v
-		case "message", "delta":
-			msg = v
-		case "text":
-			text = v.String()
+// span is a value's raw text and where it starts in the body ("" when
+// absent).
+type span struct {
+	raw string
+	at  int
+}
+
+// addChoice folds in the choice (or a stream delta of one) at the walk's
+// position: its keys are noted in one walk (an engine may write them in
+// any order; the last of a repeated key counts), then folded in. The
+// logprobs, the bulk of an answer, are read during that walk into
+// a.lps as if token_ids followed (the engine's order), and read again from
+// their span only when no token_ids came (their tokens then carry the ids).
+func (a *accumulator) addChoice(w *jsonWalk, delta bool) {
+	var ids, lp, msg, prompt span
+	text, finish, index := "", "", 0
+	if w.at() != '{' {
+		w.skip() // a choice that is not an object folds in as an empty one
+	} else {
+		for key := range w.members {
+			if key == "logprobs" {
+				lp = a.walkLogprobs(w)
+				continue
+			}
+			var v span
+			v.raw, v.at = w.value()
+			switch key {
+			case "index":
+				index = int(rawInt(v.raw))
+			case "finish_reason":
+				finish = v.raw
+			case "token_ids":
+				ids = v
+			case "prompt_token_ids":
+				prompt = v
+			case "message", "delta":
+				msg = v
+			case "text":
+				text = rawString(v.raw)
+			}
 		}
-		return true
-	})
+	}
+	if w.bad {
+		return
+	}
 	ch := a.choice(index)
-	if finish.Type == gjson.String {
-		ch.FinishReason, a.finished = finish.Str, true
+	if isString(finish) {
+		ch.FinishReason, a.finished = rawStr(finish), true
 	}
-	if prompt.IsArray() {
-		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt)
-		a.note(prompt, injTokenIDs)
+	if isArray(prompt.raw) {
+		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt.raw)
+		a.note(prompt.at, prompt.raw, injTokenIDs)
 	}
-	if ids.IsArray() {
-		ch.TokenIDs = appendIDs(ch.TokenIDs, ids)
-		a.note(ids, injTokenIDs)
+	if isArray(ids.raw) {
+		ch.TokenIDs = appendIDs(ch.TokenIDs, ids.raw)
+		a.note(ids.at, ids.raw, injTokenIDs)
 	}
-	if lp.IsObject() {
-		a.addLogprobs(ch, lp, !ids.IsArray())
-		a.note(lp, injLogprobs)
+	if isObject(lp.raw) {
+		switch {
+		case !isArray(ids.raw):
+			a.dialect.addLogprobs(ch, &jsonWalk{s: lp.raw}, true, a.tokenFromString)
+		case len(ch.Logprobs) == 0:
+			ch.Logprobs, a.lps.Logprobs = a.lps.Logprobs, nil // the choice takes the buffer
+		default:
+			ch.Logprobs = append(ch.Logprobs, a.lps.Logprobs...)
+		}
+		a.note(lp.at, lp.raw, injLogprobs)
 	}
-	a.dialect.addOutput(ch, text, msg, delta)
+	a.dialect.addOutput(ch, text, msg.raw, delta)
 }
 
-// addLogprobs folds a choice's logprobs in, in the dialect's shape;
-// withTokens takes the completion ids from "token_id:N" token strings when
-// the engine sent no token_ids.
-func (a *accumulator) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool) {
-	a.dialect.addLogprobs(ch, lp, withTokens, a.tokenFromString)
+// walkLogprobs reads the logprobs value at the walk's position into a.lps
+// (when an object) and returns its span.
+func (a *accumulator) walkLogprobs(w *jsonWalk) span {
+	if w.at() != '{' {
+		raw, at := w.value()
+		return span{raw, at}
+	}
+	at := w.i
+	a.lps.Logprobs = a.lps.Logprobs[:0]
+	a.dialect.addLogprobs(&a.lps, w, false, nil)
+	if w.bad {
+		return span{}
+	}
+	return span{w.s[at:w.i], at}
 }
+
+func isString(raw string) bool { return raw != "" && raw[0] == '"' }
+func isArray(raw string) bool  { return raw != "" && raw[0] == '[' }
+func isObject(raw string) bool { return raw != "" && raw[0] == '{' }
 
 // tokenFromString takes a completion id from vLLM's
 // return_tokens_as_token_ids form "token_id:N".
@@ -188,11 +256,13 @@ func (a *accumulator) tokenFromString(ch *capture.Choice, s string) {
 	}
 }
 
-func appendIDs(dst []int32, arr gjson.Result) []int32 {
-	dst = slices.Grow(dst, len(arr.Raw)/4) // ids take 2-7 bytes each: one allocation, not one per doubling
-	arr.ForEach(func(_, v gjson.Result) bool {
-		dst = append(dst, int32(v.Int()))
-		return true
+// appendIDs appends the token ids of raw, a JSON array.
+func appendIDs(dst []int32, raw string) []int32 {
+	dst = slices.Grow(dst, len(raw)/4) // ids take 2-7 bytes each: one allocation, not one per doubling
+	w := jsonWalk{s: raw}
+	w.each(func() {
+		v, _ := w.value()
+		dst = append(dst, int32(rawInt(v)))
 	})
 	return dst
 }

@@ -250,7 +250,7 @@ func (p *plan) parseOptions() chat.ParseOptions {
 func (p *plan) tokens(c gjson.Result) ([]int32, []contLogprobEntry) {
 	var ids []int32
 	if t := c.Get("token_ids"); t.IsArray() {
-		ids = appendIDs(nil, t)
+		ids = appendIDs(nil, t.Raw)
 	}
 	lp := c.Get("logprobs")
 	if !lp.IsObject() {

@@ -24,11 +24,15 @@ type dialect interface {
 	// and the raw member to append.
 	logprobsField() (v any, raw string)
 	// addOutput folds a choice's output (or a stream delta of it) in:
-	// the message or delta of a chat choice, the text of a completion.
-	addOutput(ch *capture.Choice, text string, msg gjson.Result, delta bool)
-	// addLogprobs folds a choice's logprobs in; withTokens also takes the
-	// completion ids from vLLM's "token_id:N" token strings (tok).
-	addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool, tok func(*capture.Choice, string))
+	// the message or delta of a chat choice (msg: its raw JSON, "" when
+	// absent), the text of a completion.
+	addOutput(ch *capture.Choice, text string, msg string, delta bool)
+	// addLogprobs folds in a choice's logprobs, the JSON object at lp's
+	// position, which it consumes; withTokens also takes the completion
+	// ids from vLLM's "token_id:N" token strings (tok, nil without
+	// withTokens). The values are read as gjson's Result.ForEach and Get
+	// would read them (accumulate_ref_test.go).
+	addLogprobs(ch *capture.Choice, lp *jsonWalk, withTokens bool, tok func(*capture.Choice, string))
 	// silentChunk reports whether a stream chunk the agent did not ask
 	// logprobs or token ids for carries nothing else for it.
 	silentChunk(data []byte) bool

@@ -21,17 +21,22 @@ func (chatAPI) rendersChat() bool                 { return true }
 
 // addOutput folds a chat message (or delta): content, reasoning under
 // either field name, tool calls.
-func (chatAPI) addOutput(ch *capture.Choice, _ string, m gjson.Result, delta bool) {
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+func (chatAPI) addOutput(ch *capture.Choice, _ string, msg string, delta bool) {
+	w := jsonWalk{s: msg}
+	if w.at() != '{' {
+		return
+	}
+	for key := range w.members {
+		v, _ := w.value()
+		switch key {
 		case "content":
-			ch.Content = appendOrSet(ch.Content, v.String(), delta)
+			ch.Content = appendOrSet(ch.Content, rawString(v), delta)
 		case "reasoning", "reasoning_content":
-			if v.Type == gjson.String {
-				ch.Reasoning = appendOrSet(ch.Reasoning, v.Str, delta)
+			if isString(v) {
+				ch.Reasoning = appendOrSet(ch.Reasoning, rawStr(v), delta)
 			}
 		case "tool_calls":
-			v.ForEach(func(i, t gjson.Result) bool {
+			gjson.Parse(v).ForEach(func(i, t gjson.Result) bool {
 				if delta {
 					mergeToolDelta(ch, t)
 				} else {
@@ -42,30 +47,50 @@ func (chatAPI) addOutput(ch *capture.Choice, _ string, m gjson.Result, delta boo
 				return true
 			})
 		}
-		return true
-	})
+	}
 }
 
-// addLogprobs folds content[].logprob in.
-func (chatAPI) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool, tok func(*capture.Choice, string)) {
-	content := lp.Get("content")
-	ch.Logprobs = slices.Grow(ch.Logprobs, len(content.Raw)/64) // an entry is ~60-100 bytes
-	content.ForEach(func(_, t gjson.Result) bool {
-		if !withTokens { // "logprob" comes second: no need to walk bytes and top_logprobs
-			ch.Logprobs = append(ch.Logprobs, float32(t.Get("logprob").Float()))
-			return true
+// addLogprobs folds content[].logprob in (the first "content", as gjson's
+// Get reads it); withTokens also takes each entry's token.
+func (chatAPI) addLogprobs(ch *capture.Choice, w *jsonWalk, withTokens bool, tok func(*capture.Choice, string)) {
+	seen := false
+	for key := range w.members {
+		if key != "content" || seen {
+			w.skip()
+			continue
 		}
-		t.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "logprob":
-				ch.Logprobs = append(ch.Logprobs, float32(v.Float()))
-			case "token":
-				tok(ch, v.Str)
+		seen = true
+		ch.Logprobs = slices.Grow(ch.Logprobs, (len(w.s)-w.i)/64) // an entry is ~60-100 bytes
+		w.each(func() { chatLogprob(w, ch, withTokens, tok) })
+	}
+}
+
+// chatLogprob folds in the logprobs entry at the walk's position: its
+// logprob (the first; every one with withTokens) and with withTokens its
+// token. An entry without a logprob counts as 0 unless withTokens, as
+// gjson's Get reads it.
+func chatLogprob(w *jsonWalk, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) {
+	found := false
+	if w.at() != '{' {
+		w.skip()
+	} else {
+		for key := range w.members {
+			switch {
+			case key == "logprob" && (withTokens || !found):
+				v, _ := w.value()
+				ch.Logprobs = append(ch.Logprobs, float32(rawFloat(v)))
+				found = true
+			case key == "token" && withTokens:
+				v, _ := w.value()
+				tok(ch, rawStr(v))
+			default:
+				w.skip()
 			}
-			return true
-		})
-		return true
-	})
+		}
+	}
+	if !found && !withTokens {
+		ch.Logprobs = append(ch.Logprobs, 0)
+	}
 }
 
 // silentChunk: vLLM sends a chunk with nothing in its delta (a token its

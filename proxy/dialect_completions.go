@@ -21,21 +21,31 @@ func (completionsAPI) answer() string                    { return "text_completi
 func (completionsAPI) rendersChat() bool                 { return false }
 func (completionsAPI) silentChunk([]byte) bool           { return false }
 
-func (completionsAPI) addOutput(ch *capture.Choice, text string, _ gjson.Result, delta bool) {
+func (completionsAPI) addOutput(ch *capture.Choice, text string, _ string, delta bool) {
 	ch.Content = appendOrSet(ch.Content, text, delta)
 }
 
-// addLogprobs folds token_logprobs[] (and tokens[] as ids) in.
-func (completionsAPI) addLogprobs(ch *capture.Choice, lp gjson.Result, withTokens bool, tok func(*capture.Choice, string)) {
-	lp.Get("token_logprobs").ForEach(func(_, t gjson.Result) bool {
-		ch.Logprobs = append(ch.Logprobs, float32(t.Float()))
-		return true
-	})
-	if withTokens {
-		lp.Get("tokens").ForEach(func(_, t gjson.Result) bool {
-			tok(ch, t.String())
-			return true
-		})
+// addLogprobs folds token_logprobs[] (and tokens[] as ids) in: the first
+// of each key, as gjson's Get reads it.
+func (completionsAPI) addLogprobs(ch *capture.Choice, w *jsonWalk, withTokens bool, tok func(*capture.Choice, string)) {
+	var logprobs, tokens bool
+	for key := range w.members {
+		switch {
+		case key == "token_logprobs" && !logprobs:
+			logprobs = true
+			w.each(func() {
+				v, _ := w.value()
+				ch.Logprobs = append(ch.Logprobs, float32(rawFloat(v)))
+			})
+		case key == "tokens" && !tokens && withTokens:
+			tokens = true
+			w.each(func() {
+				v, _ := w.value()
+				tok(ch, rawString(v))
+			})
+		default:
+			w.skip()
+		}
 	}
 }
 

@@ -12,14 +12,15 @@ type passthroughAPI struct{}
 // routePassthrough labels the forwarded calls in metrics.
 const routePassthrough = "passthrough"
 
-func (passthroughAPI) route() string                                         { return routePassthrough }
-func (passthroughAPI) captured() bool                                        { return false }
-func (passthroughAPI) askedLogprobs(gjson.Result) bool                       { return false }
-func (passthroughAPI) logprobsField() (any, string)                          { return nil, "" }
-func (passthroughAPI) answer() string                                        { return "" }
-func (passthroughAPI) rendersChat() bool                                     { return false }
-func (passthroughAPI) silentChunk([]byte) bool                               { return false }
-func (passthroughAPI) addOutput(*capture.Choice, string, gjson.Result, bool) {}
-func (passthroughAPI) addLogprobs(*capture.Choice, gjson.Result, bool, func(*capture.Choice, string)) {
+func (passthroughAPI) route() string                                   { return routePassthrough }
+func (passthroughAPI) captured() bool                                  { return false }
+func (passthroughAPI) askedLogprobs(gjson.Result) bool                 { return false }
+func (passthroughAPI) logprobsField() (any, string)                    { return nil, "" }
+func (passthroughAPI) answer() string                                  { return "" }
+func (passthroughAPI) rendersChat() bool                               { return false }
+func (passthroughAPI) silentChunk([]byte) bool                         { return false }
+func (passthroughAPI) addOutput(*capture.Choice, string, string, bool) {}
+func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonWalk, _ bool, _ func(*capture.Choice, string)) {
+	lp.skip()
 }
 func (passthroughAPI) answerChoice(c capture.Choice) aggChoice { return aggChoice{Index: c.Index} }

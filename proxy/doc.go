@@ -9,7 +9,9 @@
 // One file per concern, after Caddy's reverseproxy: options.go (configuration),
 // server.go (routing and the handler), rewrite.go (request rewrite),
 // strip.go (response strip), sse.go (SSE event reader), accumulate.go
-// (aggregating a response into a capture.Call), stream.go (streaming body),
+// (aggregating a response into a capture.Call), jsonwalk.go (the
+// single-pass JSON reader the accumulator walks answers with), stream.go
+// (streaming body),
 // upstream.go (connections and timeouts), pool.go (engine selection and
 // health), aliases.go (policy alias table), tokenize.go (token-id fallback),
 // errors.go (OpenAI-style errors), control.go (chi control plane), metrics.go,

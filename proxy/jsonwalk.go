@@ -1,0 +1,406 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// jsonWalk reads one JSON document front to back in a single pass. Every
+// byte it passes is checked as gjson.Valid checks it (the same grammar: no
+// UTF-8 check, whitespace " \t\n\r"), so a walk that ends without bad has
+// read valid JSON; what the caller does not need it skips with skip, which
+// is the same check. The accumulator uses it to validate an answer and take
+// what it keeps in one pass (gjson would validate, then rescan each nested
+// value once per level it descends).
+//
+// A loop over members or elements stops at the walk's position on each key
+// or element with the walk at its value; the loop body consumes the value
+// (skip, str, a nested loop) and must not break out.
+type jsonWalk struct {
+	s   string
+	i   int
+	bad bool
+}
+
+func (w *jsonWalk) fail() { w.bad, w.i = true, len(w.s) }
+
+// at skips whitespace and returns the byte the next token starts with (0 at
+// the end).
+func (w *jsonWalk) at() byte {
+	if w.i < len(w.s) && w.s[w.i] > ' ' {
+		return w.s[w.i] // engines write JSON without spaces
+	}
+	i := w.i
+	for ; i < len(w.s); i++ {
+		switch c := w.s[i]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			w.i = i
+			return c
+		}
+	}
+	w.i = i
+	return 0
+}
+
+// members iterates the object at the walk's position (at() == '{').
+func (w *jsonWalk) members(yield func(key string) bool) {
+	w.i++
+	if w.at() == '}' {
+		w.i++
+		return
+	}
+	for {
+		if w.at() != '"' {
+			w.fail()
+			return
+		}
+		start := w.i
+		key, esc := w.str()
+		if esc {
+			key = gjson.Parse(w.s[start:w.i]).Str
+		}
+		if w.at() != ':' {
+			w.fail()
+			return
+		}
+		w.i++
+		w.at()
+		if !yield(key) {
+			return
+		}
+		switch w.at() {
+		case ',':
+			w.i++
+		case '}':
+			w.i++
+			return
+		default:
+			w.fail()
+			return
+		}
+	}
+}
+
+// elements iterates the array at the walk's position (at() == '[').
+func (w *jsonWalk) elements(yield func(int) bool) {
+	w.i++
+	if w.at() == ']' {
+		w.i++
+		return
+	}
+	for n := 0; ; n++ {
+		w.at()
+		if !yield(n) {
+			return
+		}
+		switch w.at() {
+		case ',':
+			w.i++
+		case ']':
+			w.i++
+			return
+		default:
+			w.fail()
+			return
+		}
+	}
+}
+
+// each calls fn for each value gjson's Result.ForEach yields for the value
+// at the walk's position (an array's elements, an object's member values, a
+// scalar itself), with the walk at that value; fn consumes it.
+func (w *jsonWalk) each(fn func()) {
+	switch w.at() {
+	case '[':
+		for range w.elements {
+			fn()
+		}
+	case '{':
+		for range w.members {
+			fn()
+		}
+	default:
+		fn()
+	}
+}
+
+// end reports whether only whitespace is left.
+func (w *jsonWalk) end() bool {
+	w.at()
+	return w.i == len(w.s)
+}
+
+// validJSON is gjson.Valid.
+func validJSON(s string) bool {
+	w := jsonWalk{s: s}
+	w.skip()
+	return !w.bad && w.end()
+}
+
+// skip consumes the value at the walk's position.
+func (w *jsonWalk) skip() { w.value() }
+
+// value consumes the value at the walk's position and returns its raw text
+// and where it starts in the document.
+func (w *jsonWalk) value() (raw string, at int) {
+	c := w.at()
+	at = w.i
+	switch c {
+	case '{':
+		for range w.members {
+			w.skip()
+		}
+	case '[':
+		for range w.elements {
+			w.skip()
+		}
+	case '"':
+		w.str()
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		w.number()
+	case 't':
+		w.literal("true")
+	case 'f':
+		w.literal("false")
+	case 'n':
+		w.literal("null")
+	default:
+		w.fail()
+	}
+	if w.bad {
+		return "", at
+	}
+	return w.s[at:w.i], at
+}
+
+// plain marks the bytes a string's contents may hold as they are.
+var plain = func() (t [256]bool) {
+	for c := ' '; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str consumes the string at the walk's position (at() == '"') and returns
+// its contents as written (escapes kept) and whether it has escapes.
+func (w *jsonWalk) str() (raw string, esc bool) {
+	s, start := w.s, w.i+1
+	for i := start; i < len(s); i++ {
+		if plain[s[i]] {
+			continue
+		}
+		switch s[i] {
+		case '"':
+			w.i = i + 1
+			return s[start:i], esc
+		case '\\':
+			esc = true
+			i++
+			if i == len(s) {
+				w.fail()
+				return "", false
+			}
+			switch s[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				for range 4 {
+					i++
+					if i >= len(s) || !isHex(s[i]) {
+						w.fail()
+						return "", false
+					}
+				}
+			default:
+				w.fail()
+				return "", false
+			}
+		default: // a control character
+			w.fail()
+			return "", false
+		}
+	}
+	w.fail()
+	return "", false
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// number consumes the number at the walk's position.
+func (w *jsonWalk) number() {
+	s, i := w.s, w.i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case !isDigit(byteAt(s, i)):
+		w.fail()
+		return
+	default:
+		i = digitsEnd(s, i)
+	}
+	if byteAt(s, i) == '.' {
+		if !isDigit(byteAt(s, i+1)) {
+			w.fail()
+			return
+		}
+		i = digitsEnd(s, i+1)
+	}
+	if c := byteAt(s, i); c == 'e' || c == 'E' {
+		i++
+		if c := byteAt(s, i); c == '+' || c == '-' {
+			i++
+		}
+		if !isDigit(byteAt(s, i)) {
+			w.fail()
+			return
+		}
+		i = digitsEnd(s, i)
+	}
+	w.i = i
+}
+
+// byteAt returns s[i], 0 past the end.
+func byteAt(s string, i int) byte {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
+}
+
+// digitsEnd returns the end of the digits from i.
+func digitsEnd(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
+}
+
+func (w *jsonWalk) literal(lit string) {
+	if len(w.s)-w.i < len(lit) || w.s[w.i:w.i+len(lit)] != lit {
+		w.fail()
+		return
+	}
+	w.i += len(lit)
+}
+
+// The conversions below take a value's raw text (valid JSON) and return
+// what gjson's Result methods would: a fast path for the plain forms
+// engines write, gjson itself for the rest.
+
+// rawString is gjson's Result.String.
+func rawString(raw string) string {
+	if len(raw) >= 2 && raw[0] == '"' && !hasEscape(raw) {
+		return raw[1 : len(raw)-1]
+	}
+	return gjson.Parse(raw).String()
+}
+
+// rawStr is gjson's Result.Str: a string's contents, "" for other values.
+func rawStr(raw string) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	return rawString(raw)
+}
+
+func hasEscape(raw string) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// rawInt is gjson's Result.Int.
+func rawInt(raw string) int64 {
+	if n, ok := plainInt(raw); ok {
+		return n
+	}
+	return gjson.Parse(raw).Int()
+}
+
+// plainInt parses an integer of up to 18 digits (exact in an int64).
+func plainInt(raw string) (int64, bool) {
+	neg := len(raw) > 0 && raw[0] == '-'
+	d := raw
+	if neg {
+		d = raw[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(d); i++ {
+		if !isDigit(d[i]) {
+			return 0, false
+		}
+		n = n*10 + int64(d[i]-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// rawFloat is gjson's Result.Float.
+func rawFloat(raw string) float64 {
+	if f, ok := plainFloat(raw); ok {
+		return f
+	}
+	if len(raw) > 0 && (raw[0] == '-' || isDigit(raw[0])) {
+		f, _ := strconv.ParseFloat(raw, 64)
+		return f
+	}
+	return gjson.Parse(raw).Float()
+}
+
+// pow10 holds the powers of ten a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+	1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// plainFloat parses a decimal with at most 15 significant digits and no
+// exponent (-0.0123) the way strconv.ParseFloat does in its exact fast
+// path: mantissa and power of ten are exact float64s, so one correctly
+// rounded division gives the correctly rounded result.
+func plainFloat(raw string) (float64, bool) {
+	i, neg := 0, false
+	if len(raw) > 0 && raw[0] == '-' {
+		i, neg = 1, true
+	}
+	var m uint64
+	sig, whole, frac, dot := 0, 0, 0, false
+	for ; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case isDigit(c):
+			if sig > 0 || c != '0' {
+				sig++
+			}
+			m = m*10 + uint64(c-'0')
+			if dot {
+				frac++
+			} else {
+				whole++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if whole == 0 || dot && frac == 0 || sig > 15 || frac >= len(pow10) {
+		return 0, false
+	}
+	f := float64(m) / pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
+}

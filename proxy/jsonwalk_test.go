@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// accState is what the accumulator keeps, printed for comparison (%v
+// prints float32s exactly and NaN as NaN; nil and empty slices alike).
+func accState(a *accumulator) string {
+	inj := slices.Clone(a.injected)
+	slices.SortFunc(inj, func(x, y injected) int {
+		if x.start != y.start {
+			return x.start - y.start
+		}
+		if x.end != y.end {
+			return x.end - y.end
+		}
+		return int(x.kind) - int(y.kind)
+	})
+	return fmt.Sprintf("id=%q model=%q created=%d prompt=%v usage=%+v fromTokens=%v usageOnly=%v finished=%v bad=%v saw=%v injected=%v\nchoices=%+v",
+		a.id, a.model, a.created, a.promptIDs, a.usage, a.fromTokens, a.usageOnly, a.finished, a.bad, a.sawChoice, inj, a.choices)
+}
+
+// FuzzAccumulateWalk: the single-pass walk folds any body, and any stream
+// of chunks (the body's lines), into exactly what the gjson reference
+// (accumulate_ref_test.go) does, noting the same spans; validJSON is
+// gjson.Valid.
+func FuzzAccumulateWalk(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"message":{"content":"hi"},"logprobs":{"content":[{"token":"hi","logprob":-1}]},"token_ids":[1]}],"prompt_token_ids":[2]}`,
+		`{"choices":[{"index":0,"text":"x","logprobs":{"tokens":["token_id:5"],"token_logprobs":[-0.5]},"prompt_token_ids":[1,2]}]}`,
+		`{"choices":[{"logprobs":{"content":[{"token":"token_id:7","logprob":-0.25,"logprob":1e3},5,null]},"index":1}],"model":"m"}`,
+		`{"choices":{"a":{"index":0,"delta":{"content":"\u00e9","tool_calls":[{"index":0,"function":{"name":"f"}}]}}},"usage":{"prompt_tokens":1}}`,
+		`{"choices":null,"id":"x","created":"12"}` + "\n" + `{"choices":[],"usage":{"total_tokens":3}}` + "\n" + `{"choices":[1,{"finish_reason":"stop"}]}`,
+		`{"choices":[{"logprobs":{"content":null,"token_logprobs":null,"tokens":"token_id:3"}}]} x`,
+		`{"a":[1,2,{"b":-0.0e+5}],"\u0063hoices":[{"token_ids":[1.5,-3,123456789012345678901]}]}`,
+	} {
+		f.Add([]byte(s), true, true)
+		f.Add([]byte(s), false, false)
+	}
+	body := bigBody(3)
+	f.Add(body, true, false)
+	addFixtureSeeds(f, "upstream.json", func(b []byte) { f.Add(b, true, true) })
+	addFixtureSeeds(f, "upstream.sse", func(b []byte) {
+		f.Add(bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("data: "), nil), []byte("\n\n"), []byte("\n")), true, false)
+	})
+	f.Fuzz(func(t *testing.T, body []byte, chat, renaming bool) {
+		if got, want := validJSON(string(body)), gjson.ValidBytes(body); got != want {
+			t.Fatalf("validJSON(%q) = %v, gjson.Valid %v", body, got, want)
+		}
+		d := completionsDialect
+		if chat {
+			d = chatDialect
+		}
+		own := string(body)
+		got, want := accumulator{dialect: d, renaming: renaming}, accumulator{dialect: d, renaming: renaming}
+		got.addBody(body)
+		if len(body) > 0 { // addBody takes no empty body
+			want.addRef(own, false)
+		}
+		if g, w := accState(&got), accState(&want); g != w {
+			t.Fatalf("body %q:\nwalk %s\nref  %s", body, g, w)
+		}
+		got, want = accumulator{dialect: d, renaming: renaming}, accumulator{dialect: d, renaming: renaming}
+		for i, line := range bytes.Split(body, []byte("\n")) {
+			got.addChunk(line)
+			want.addRef(string(line), true)
+			if g, w := accState(&got), accState(&want); g != w {
+				t.Fatalf("chunk %d %q:\nwalk %s\nref  %s", i, line, g, w)
+			}
+		}
+	})
+}
+
+// FuzzPlainFloat: the fast decimal parse is strconv.ParseFloat's result.
+func FuzzPlainFloat(f *testing.F) {
+	for _, s := range []string{"-0.011", "0", "-0", "123.456", "0.1", "99999999999999.9", "1.000000000000001", "-0.00000000000000000000001"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := plainFloat(s)
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("plainFloat(%q) = %v, ParseFloat %v (%v)", s, got, want, err)
+		}
+	})
+}
