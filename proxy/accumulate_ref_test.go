@@ -105,6 +105,7 @@ func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) {
 }
 
 func refAppendIDs(dst []int32, arr gjson.Result) []int32 {
+	dst = slices.Grow(dst, len(arr.Raw)/4)
 	arr.ForEach(func(_, v gjson.Result) bool {
 		dst = append(dst, int32(v.Int()))
 		return true

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -94,4 +96,28 @@ func FuzzPlainFloat(f *testing.F) {
 			t.Fatalf("plainFloat(%q) = %v, ParseFloat %v (%v)", s, got, want, err)
 		}
 	})
+}
+
+// BenchmarkAccumulateRef and BenchmarkAccumulateRef512 are
+// BenchmarkAccumulateBody and BenchmarkAccumulateBody512 with the gjson
+// reference walk, for an A/B in one run.
+func BenchmarkAccumulateRef(b *testing.B) {
+	body, err := os.ReadFile(fixture(&testing.T{}, "chat", "upstream.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRef(b, body)
+}
+
+func BenchmarkAccumulateRef512(b *testing.B) { benchRef(b, bigBody(512)) }
+
+func benchRef(b *testing.B, body []byte) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var out []byte
+	for b.Loop() {
+		a := accumulator{dialect: chatDialect}
+		a.addRef(unsafe.String(&body[0], len(body)), false) // as addBody hands it over
+		out = stripInto(out[:0], body, a.injected, asked{})
+	}
 }
