@@ -15,8 +15,8 @@ import (
 // package-lock.json), unmodified and headless (a positional prompt, --yolo),
 // configured only by OPENAI_BASE_URL (hone's /v1), OPENAI_API_KEY and
 // OPENAI_MODEL with the openai auth type, through hone's chat completions
-// to the scripted engine: reasoning, two run_shell_command calls (write a
-// file, read it back), an answer. Qwen Code must exit 0 having written the
+// to the scripted engine: reasoning, a run_shell_command call that writes
+// a file, a read_file call that reads it back, an answer. Qwen Code must exit 0 having written the
 // file; its run must be one session, one trajectory, drift 0, that a reward
 // lands on; in continuity mode tokens with the session inferred, and in
 // observe mode with the session named by an X-Hone-Session header.
@@ -34,9 +34,9 @@ func TestQwenCodeThroughHone(t *testing.T) {
 		{"observe-header", proxy.ContinuityObserve, "qwen-run-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eng := newAgentEngine(t, writeReadScript("run_shell_command", "command"))
-			h := startHoneMode(t, eng.url, tc.mode)
 			work := t.TempDir()
+			eng := newAgentEngine(t, qwenScript(filepath.Join(work, "hone.txt")))
+			h := startHoneMode(t, eng.url, tc.mode)
 			home := filepath.Join(work, ".home")
 			if err := os.MkdirAll(home, 0o700); err != nil {
 				t.Fatal(err)
@@ -66,5 +66,20 @@ func TestQwenCodeThroughHone(t *testing.T) {
 			t.Logf("qwen output:\n%s", out)
 			checkWriteRead(t, eng, h, work, string(out), runCheck{mode: tc.mode, tool: "run_shell_command", session: tc.session})
 		})
+	}
+}
+
+// qwenScript is writeReadScript with the read-back through Qwen Code's
+// read_file tool: its run_shell_command now and then returns "Output:
+// (empty)" for a command that printed (`cat` of a file without a final
+// newline, under load: the output collection races the process's exit, a
+// known class of bug in the CLIs' shell tools, e.g. QwenLM/qwen-code#3520).
+func qwenScript(file string) func(engineView) turn {
+	write := writeReadScript("run_shell_command", "command")
+	return func(v engineView) turn {
+		if v.hasTool("run_shell_command") && len(v.Results) == 1 {
+			return turn{tool: "read_file", args: map[string]any{"file_path": file}}
+		}
+		return write(v)
 	}
 }
