@@ -64,8 +64,8 @@ deps: bench-deps
 # present), acceptance with the real OpenAI npm client, and the short
 # crash test.
 test: deps
-	@echo "make test: go vet, then every package's tests (about 5 minutes on 2 cores with warm caches; each package"
-	@echo "prints its line when it ends; the longest are peers (real vLLM starts, ~2.5 min) and kernels/cuda (~2 min))"
+	@echo "make test: go vet, then every package's tests (about 7 minutes on 2 cores with warm caches; each package"
+	@echo "prints its line when it ends; the longest are kernels/cuda (~3.5 min) and peers (real vLLM starts, ~3 min))"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
