@@ -161,9 +161,13 @@ func TestExternalProxies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// -events chunks, then the usage chunk and [DONE] in one write.
-			if evs != *events+2 || len(lat) != *events+1 || chunks < evs-1 {
-				t.Fatalf("stream: %d events in %d chunks (%d timed); want %d events, one chunk each but the last two", evs, chunks, len(lat), *events+2)
+			// -events chunks, then the usage chunk and [DONE] in one write;
+			// on a loaded machine a proxy reads two events sent 2 ms apart
+			// in one read now and then and writes them as one chunk (32
+			// chunks for 34 events in one make test run), so most events,
+			// not all, must come in chunks of their own.
+			if evs != *events+2 || len(lat) != *events+1 || chunks < evs*3/4 {
+				t.Fatalf("stream: %d events in %d chunks (%d timed); want %d events, most in a chunk of their own", evs, chunks, len(lat), *events+2)
 			}
 			// Each event on time: HAProxy without option http-no-delay
 			// delivered them in separate chunks but ~18 ms late.
