@@ -18,6 +18,7 @@ import (
 	"github.com/hone-rl/hone/proxy"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/publish"
+	"github.com/hone-rl/hone/trainer/trainertest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -74,7 +75,7 @@ func TestLearningThroughProxy(t *testing.T) {
 				feedback(t, ctl.URL, session, digitShare(text))
 			}
 		}
-		m := pollStep(t, tr)
+		m := trainertest.PollStep(t, tr, time.Minute)
 		t.Logf("step %d: v%d reward %.3f", m.Step, m.Version, m.RewardMean)
 	}
 	pub.Wait()
@@ -133,23 +134,6 @@ func feedback(t *testing.T, ctl, session string, reward float64) {
 			t.Fatalf("%s %s: HTTP %d", path, body, resp.StatusCode)
 		}
 	}
-}
-
-// pollStep polls the trainer until it makes a step.
-func pollStep(t *testing.T, tr *trainer.Trainer) *trainer.StepMetrics {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		m, err := tr.Poll(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m != nil {
-			return m
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("trainer made no step")
-	return nil
 }
 
 func digitShare(s string) float64 {

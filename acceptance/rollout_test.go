@@ -10,28 +10,11 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
-	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/publish"
+	"github.com/hone-rl/hone/trainer/trainertest"
 )
-
-// invertedSource feeds a trainer the store's ready experiences with their
-// rewards inverted, without acknowledging them: how the test makes a
-// deliberately bad version (a reward bug, a poisoned batch).
-type invertedSource struct{ s *capture.Store }
-
-func (invertedSource) Name() string { return "inverted" }
-
-func (i invertedSource) Fetch(ctx context.Context, after uint64, limit int) ([]capture.Experience, error) {
-	exps, err := i.s.Experiences(ctx, after, limit)
-	for k := range exps {
-		exps[k].Reward = 1 - exps[k].Reward
-	}
-	return exps, err
-}
-
-func (invertedSource) Ack(context.Context, uint64) error { return nil }
 
 // TestGuardedRolloutThroughProxy runs hone's loop with guarded rollouts on:
 // the trainer's first version serves half of the new sessions while the
@@ -74,20 +57,7 @@ func TestGuardedRolloutThroughProxy(t *testing.T) {
 		return r, ok
 	}
 	newTrainer := func(src trainer.Source, p trainer.Publisher, ckpt string) *trainer.Trainer {
-		opts := trainer.DefaultOptions()
-		opts.Resume = true
-		opts.Name, opts.CheckpointDir, opts.BatchSessions, opts.MicroBatchTokens = "agent", ckpt, 32, 512
-		opts.Schedule = trainer.ScheduleOptions{Kind: trainer.SchedConstant, LR: 2e-2}
-		opts.LoRA = trainer.LoRAOptions{Rank: 8, Alpha: 16, Seed: 1}
-		pol, err := trainer.LoadPolicy(dir, cpu.New(2), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := trainer.New(opts, trainer.Deps{Policy: pol, Sources: []trainer.Source{src}, Publisher: p, BaseModel: "base"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
+		return trainertest.LoRA(t, dir, ckpt, 512, src, p)
 	}
 	goodCkpt := t.TempDir()
 	tr := newTrainer(trainer.StoreSource{Store: store}, pub, goodCkpt)
@@ -127,7 +97,7 @@ func TestGuardedRolloutThroughProxy(t *testing.T) {
 	// serves everyone at once, as without this feature.
 	for step := 0; step < 8; step++ {
 		round()
-		mt := pollStep(t, tr)
+		mt := trainertest.PollStep(t, tr, time.Minute)
 		t.Logf("step %d: v%d reward %.3f", step+1, mt.Version, mt.RewardMean)
 	}
 	pub.Wait()
@@ -135,7 +105,7 @@ func TestGuardedRolloutThroughProxy(t *testing.T) {
 	// sessions and is promoted on its reward.
 	pub.Rollouts = m
 	served := round()
-	mt := pollStep(t, tr)
+	mt := trainertest.PollStep(t, tr, time.Minute)
 	t.Logf("step 9: v%d reward %.3f; sessions by version %v", mt.Version, mt.RewardMean, served)
 	if r, ok := m.Running("agent"); !ok || r.Candidate.Version != mt.Version || r.Incumbent.Version != mt.Version-1 {
 		t.Fatalf("v%d is not the candidate against v%d: %+v", mt.Version, mt.Version-1, r)
@@ -159,10 +129,10 @@ func TestGuardedRolloutThroughProxy(t *testing.T) {
 	if err := os.CopyFS(badCkpt, os.DirFS(goodCkpt)); err != nil {
 		t.Fatal(err)
 	}
-	bad := newTrainer(invertedSource{store}, nil, badCkpt)
+	bad := newTrainer(trainertest.InvertedSource{Store: store}, nil, badCkpt)
 	var last *trainer.StepMetrics
 	for i := 0; i < 8; i++ {
-		last = pollStep(t, bad)
+		last = trainertest.PollStep(t, bad, time.Minute)
 		t.Logf("bad step %d: v%d reward %.3f samples %d", i+1, last.Version, last.RewardMean, last.Samples)
 	}
 	const badVersion = 100

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
-	"github.com/hone-rl/hone/kernels/cpu"
 	"github.com/hone-rl/hone/model"
 	"github.com/hone-rl/hone/model/modeltest"
 	"github.com/hone-rl/hone/proxy"
 	"github.com/hone-rl/hone/rollout"
 	"github.com/hone-rl/hone/trainer"
 	"github.com/hone-rl/hone/trainer/publish"
+	"github.com/hone-rl/hone/trainer/trainertest"
 )
 
 // TestAgentScopeLearnsWithGuardedRollout is the learning test with an agent
@@ -93,20 +93,7 @@ func TestAgentScopeLearnsWithGuardedRollout(t *testing.T) {
 	m.OnDecision(decisions.add)
 
 	newTrainer := func(src trainer.Source, p trainer.Publisher, ckpt string) *trainer.Trainer {
-		opts := trainer.DefaultOptions()
-		opts.Resume = true
-		opts.Name, opts.CheckpointDir, opts.BatchSessions, opts.MicroBatchTokens = "agent", ckpt, 32, 2048
-		opts.Schedule = trainer.ScheduleOptions{Kind: trainer.SchedConstant, LR: 2e-2}
-		opts.LoRA = trainer.LoRAOptions{Rank: 8, Alpha: 16, Seed: 1}
-		pol, err := trainer.LoadPolicy(dir, cpu.New(2), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := trainer.New(opts, trainer.Deps{Policy: pol, Sources: []trainer.Source{src}, Publisher: p, BaseModel: "base"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
+		return trainertest.LoRA(t, dir, ckpt, 2048, src, p)
 	}
 	goodCkpt := t.TempDir()
 	tr := newTrainer(trainer.StoreSource{Store: h.store}, pub, goodCkpt)
@@ -168,7 +155,7 @@ func TestAgentScopeLearnsWithGuardedRollout(t *testing.T) {
 	// Eight steps with rollouts off: each version serves everyone.
 	for step := 0; step < 8; step++ {
 		round()
-		mt := pollStep(t, tr)
+		mt := trainertest.PollStep(t, tr, 2*time.Minute)
 		t.Logf("step %d: v%d training reward %.3f", step+1, mt.Version, mt.RewardMean)
 	}
 	pub.Wait()
@@ -194,13 +181,13 @@ func TestAgentScopeLearnsWithGuardedRollout(t *testing.T) {
 	if err := os.CopyFS(badCkpt, os.DirFS(goodCkpt)); err != nil {
 		t.Fatal(err)
 	}
-	bad := newTrainer(invertedSource{h.store, seen[len(seen)-1].Cursor}, nil, badCkpt)
+	bad := newTrainer(trainertest.InvertedSource{Store: h.store, From: seen[len(seen)-1].Cursor}, nil, badCkpt)
 	var last *trainer.StepMetrics
 	for trained, polls := 0, 0; trained < 4; polls++ {
 		if polls == 8 {
 			t.Fatal("the inverted trainer trained fewer than 4 batches in 8")
 		}
-		if last = pollStep(t, bad); last.Trained {
+		if last = trainertest.PollStep(t, bad, 2*time.Minute); last.Trained {
 			trained++
 			t.Logf("bad step: v%d inverted reward %.3f", last.Version, last.RewardMean)
 		}
@@ -348,26 +335,6 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	}
 }
 
-// invertedSource feeds a trainer the store's ready experiences after a
-// cursor with their rewards inverted, without acknowledging them: a reward
-// bug.
-type invertedSource struct {
-	s    *capture.Store
-	from uint64
-}
-
-func (invertedSource) Name() string { return "inverted" }
-
-func (i invertedSource) Fetch(ctx context.Context, after uint64, limit int) ([]capture.Experience, error) {
-	exps, err := i.s.Experiences(ctx, max(after, i.from), limit)
-	for k := range exps {
-		exps[k].Reward = 1 - exps[k].Reward
-	}
-	return exps, err
-}
-
-func (invertedSource) Ack(context.Context, uint64) error { return nil }
-
 // versionLog records the policy versions that served each ready session.
 type versionLog struct {
 	mu sync.Mutex
@@ -408,22 +375,4 @@ func (l *decisionLog) get(v int64) (rollout.Rollout, bool) {
 	defer l.mu.Unlock()
 	r, ok := l.m[v]
 	return r, ok
-}
-
-// pollStep waits for the trainer's next step.
-func pollStep(t *testing.T, tr *trainer.Trainer) *trainer.StepMetrics {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		m, err := tr.Poll(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m != nil {
-			return m
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("trainer made no step")
-	return nil
 }
