@@ -679,3 +679,18 @@ func checkWriteRead(t *testing.T, eng *agentEngine, h *testHone, work, out strin
 	}
 	checkOneTrajectory(t, h, run.ID, rc.calls)
 }
+
+// requirePackage returns the absolute path of a file of an npm package in
+// acceptance/node_modules (path below node_modules), skipping the test when
+// make deps has not installed it (failing it under HONE_REQUIRE_NODE=1).
+func requirePackage(t *testing.T, pkg string, path ...string) string {
+	t.Helper()
+	p, _ := filepath.Abs(filepath.Join(append([]string{"node_modules"}, path...)...))
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
+			t.Fatalf("acceptance/node_modules has no %s; run make deps: %v", pkg, err)
+		}
+		t.Skipf("acceptance/node_modules has no %s; run make deps: %v", pkg, err)
+	}
+	return p
+}

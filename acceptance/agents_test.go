@@ -32,12 +32,7 @@ func agentsScript(v engineView) turn {
 func agentsClient(t *testing.T) (node, script string) {
 	t.Helper()
 	node = requireNode(t)
-	if _, err := os.Stat(filepath.Join("node_modules", "@openai", "agents", "package.json")); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @openai/agents; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @openai/agents; run make deps: %v", err)
-	}
+	requirePackage(t, "@openai/agents", "@openai", "agents", "package.json")
 	script, _ = filepath.Abs("agents_client.mjs")
 	return node, script
 }

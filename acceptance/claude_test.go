@@ -46,14 +46,7 @@ func TestClaudeCodeThroughHone(t *testing.T) {
 func claudeBin(t *testing.T) string {
 	t.Helper()
 	requireNode(t)
-	bin, _ := filepath.Abs(filepath.Join("node_modules", "@anthropic-ai", "claude-code", "bin", "claude.exe"))
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @anthropic-ai/claude-code; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @anthropic-ai/claude-code; run make deps: %v", err)
-	}
-	return bin
+	return requirePackage(t, "@anthropic-ai/claude-code", "@anthropic-ai", "claude-code", "bin", "claude.exe")
 }
 
 // runClaude runs claude -p prompt in work against hone at base, with its

@@ -31,14 +31,7 @@ import (
 // free-form tool, which the engine calls to write the file).
 func TestCodexThroughHone(t *testing.T) {
 	node := requireNode(t)
-	launcher := filepath.Join("node_modules", "@openai", "codex", "bin", "codex.js")
-	if _, err := os.Stat(launcher); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @openai/codex; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @openai/codex; run make deps: %v", err)
-	}
-	launcher, _ = filepath.Abs(launcher)
+	launcher := requirePackage(t, "@openai/codex", "@openai", "codex", "bin", "codex.js")
 	for _, tc := range []struct {
 		name, model, tool, mode string
 		calls                   int

@@ -22,12 +22,7 @@ import (
 // call completes and is captured as a chat call with token ids and logprobs.
 func TestAnthropicClientThroughHone(t *testing.T) {
 	node := requireNode(t)
-	if _, err := os.Stat("node_modules/@anthropic-ai/sdk/package.json"); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @anthropic-ai/sdk; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @anthropic-ai/sdk; run make deps: %v", err)
-	}
+	requirePackage(t, "@anthropic-ai/sdk", "@anthropic-ai", "sdk", "package.json")
 	for _, tc := range []struct{ name, model string }{{"stub", "Qwen/Qwen3-0.6B"}, {"engine", "tiny"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := messagesStubEngine(t)

@@ -25,13 +25,7 @@ import (
 // the title call, so the session holds the run alone.
 func TestOpencodeThroughHone(t *testing.T) {
 	requireNode(t)
-	bin, _ := filepath.Abs(filepath.Join("node_modules", "opencode-ai", "bin", "opencode.exe"))
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no opencode-ai; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no opencode-ai; run make deps: %v", err)
-	}
+	bin := requirePackage(t, "opencode-ai", "opencode-ai", "bin", "opencode.exe")
 	for _, tc := range []struct{ name, mode, session string }{
 		{"tokens-inferred", proxy.ContinuityTokens, ""},
 		{"observe-header", proxy.ContinuityObserve, "opencode-run-1"},

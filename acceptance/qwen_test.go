@@ -22,13 +22,7 @@ import (
 // observe mode with the session named by an X-Hone-Session header.
 func TestQwenCodeThroughHone(t *testing.T) {
 	node := requireNode(t)
-	cli, _ := filepath.Abs(filepath.Join("node_modules", "@qwen-code", "qwen-code", "cli.js"))
-	if _, err := os.Stat(cli); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @qwen-code/qwen-code; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @qwen-code/qwen-code; run make deps: %v", err)
-	}
+	cli := requirePackage(t, "@qwen-code/qwen-code", "@qwen-code", "qwen-code", "cli.js")
 	for _, tc := range []struct{ name, mode, session string }{
 		{"tokens-inferred", proxy.ContinuityTokens, ""},
 		{"observe-header", proxy.ContinuityObserve, "qwen-run-1"},

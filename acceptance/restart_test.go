@@ -44,13 +44,7 @@ func TestCodexRestartMidTask(t *testing.T) {
 
 func codexRestartMidTask(t *testing.T, mode string) {
 	node := requireNode(t)
-	launcher, _ := filepath.Abs(filepath.Join("node_modules", "@openai", "codex", "bin", "codex.js"))
-	if _, err := os.Stat(launcher); err != nil {
-		if os.Getenv("HONE_REQUIRE_NODE") == "1" {
-			t.Fatalf("acceptance/node_modules has no @openai/codex; run make deps: %v", err)
-		}
-		t.Skipf("acceptance/node_modules has no @openai/codex; run make deps: %v", err)
-	}
+	launcher := requirePackage(t, "@openai/codex", "@openai", "codex", "bin", "codex.js")
 	eng := newAgentEngine(t, func(v engineView) turn {
 		tr := codexScript(v)
 		if len(v.Results) == 0 { // write, then wait for the restart
