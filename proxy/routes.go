@@ -67,13 +67,23 @@ func checkInferenceRoutes(routes []string) error {
 	return nil
 }
 
-// ownRoute reports whether hone answers path itself.
-func ownRoute(path string) bool {
-	_, ok := surfaces[path]
-	return ok || path == "/v1/models" || path == countTokensPath
+// ownRoutes are the routes hone answers itself besides the API surfaces
+// (api.go, the calls it proxies and captures): the method each takes and
+// its handler.
+var ownRoutes = map[string]struct {
+	method string
+	handle func(*Server, *fasthttp.RequestCtx)
+}{
+	"/v1/models":                {"GET", (*Server).handleModels},
+	"/v1/messages/count_tokens": {"POST", (*Server).handleCountTokens},
 }
 
-const countTokensPath = "/v1/messages/count_tokens"
+// ownRoute reports whether hone answers path itself.
+func ownRoute(path string) bool {
+	_, api := surfaces[path]
+	_, own := ownRoutes[path]
+	return api || own
+}
 
 // routeKind is what the data plane does with a path.
 type routeKind int

@@ -196,19 +196,20 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.passthrough(ctx)
 		return
 	}
-	api, isCall := surfaces[path]
-	switch {
-	case isCall && ctx.IsPost():
+	if api, ok := surfaces[path]; ok {
+		if !ctx.IsPost() {
+			s.methodNotAllowed(ctx, "POST")
+			return
+		}
 		s.handleCall(ctx, api)
-	case path == "/v1/models" && ctx.IsGet():
-		s.handleModels(ctx)
-	case path == countTokensPath && ctx.IsPost():
-		s.handleCountTokens(ctx)
-	case path == "/v1/models":
-		s.methodNotAllowed(ctx, "GET")
-	default:
-		s.methodNotAllowed(ctx, "POST")
+		return
 	}
+	r := ownRoutes[path] // routeOf found it in one of the two tables
+	if string(ctx.Method()) != r.method {
+		s.methodNotAllowed(ctx, r.method)
+		return
+	}
+	r.handle(s, ctx)
 }
 
 // clientKey returns the one of proxy.client_keys the agent presented, in
