@@ -167,6 +167,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzRewrite$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzSSE$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponse$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzAccumulateWalk$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzTokenizeReply$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesRequest$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
