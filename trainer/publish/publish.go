@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,7 +137,7 @@ func (p *Publisher) PublishAdapter(ctx context.Context, alias string, version in
 		return fmt.Errorf("publish %s v%d: the alias did not move (routes to %s v%d); rolled back", alias, version, target, v)
 	}
 	p.record(Published{Alias: alias, Version: version, Target: name, Path: dir, At: time.Now()}, name)
-	if hadPrev && p.ownsAdapter(prev) {
+	if hadPrev && p.ownsAdapter(alias, prev) {
 		p.retire.Add(1)
 		go p.retireAdapter(alias, prev, prevVersion)
 	}
@@ -152,7 +154,7 @@ func (p *Publisher) beginRollout(alias string, inc, cand rollout.Version, dir st
 		return fmt.Errorf("publish %s v%d: begin rollout (rolled back): %w", alias, cand.Version, err)
 	}
 	p.record(Published{Alias: alias, Version: cand.Version, Target: cand.Target, Path: dir, At: time.Now()}, cand.Target)
-	if running && p.ownsAdapter(old.Candidate.Target) {
+	if running && p.ownsAdapter(alias, old.Candidate.Target) {
 		p.retire.Add(1)
 		go p.retireAdapter(alias, old.Candidate.Target, old.Candidate.Version)
 	}
@@ -169,7 +171,7 @@ func (p *Publisher) Decided(r rollout.Rollout) {
 	if r.Decision == rollout.Promoted {
 		retire = r.Incumbent
 	}
-	if p.ownsAdapter(retire.Target) {
+	if p.ownsAdapter(r.Alias, retire.Target) {
 		p.retire.Add(1)
 		go p.retireAdapter(r.Alias, retire.Target, retire.Version)
 	}
@@ -215,10 +217,23 @@ func (p *Publisher) record(pub Published, loadedName string) {
 	}
 }
 
-func (p *Publisher) ownsAdapter(name string) bool {
+// ownsAdapter reports whether name is an adapter hone's publisher loaded:
+// this one, or one before a restart (it named it AdapterName(alias, v));
+// the base model and adapters loaded by others are never unloaded.
+func (p *Publisher) ownsAdapter(alias, name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.loaded[name]
+	return p.loaded[name] || isAdapterName(alias, name)
+}
+
+// isAdapterName reports whether name is AdapterName(alias, v) for some v.
+func isAdapterName(alias, name string) bool {
+	v, ok := strings.CutPrefix(name, alias+"-v")
+	if !ok || v == "" {
+		return false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == v
 }
 
 // retireAdapter waits for the old version's calls to drain (bounded by

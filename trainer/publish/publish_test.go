@@ -387,3 +387,35 @@ func TestPublishAdapterAsRolloutCandidate(t *testing.T) {
 		t.Fatalf("after rollback the alias is at v%d", v)
 	}
 }
+
+// TestRestartedPublisherRetiresItsAdapters: a publisher started after a
+// restart (it loaded nothing itself) retires the live adapter its
+// predecessor loaded, named as hone names them, once a new version is
+// live; the base model and adapters named otherwise stay loaded.
+func TestRestartedPublisherRetiresItsAdapters(t *testing.T) {
+	vl, vsrv := newStub(t, KindVLLM)
+	al := newAliases()
+	ctx := context.Background()
+	before := &Publisher{Engines: []Engine{{URL: vsrv.URL}}, Aliases: al, PollInterval: time.Millisecond}
+	if err := before.PublishAdapter(ctx, "agent", 3, "/ck/agent/v3"); err != nil {
+		t.Fatal(err)
+	}
+	before.Wait()
+	after := &Publisher{Engines: []Engine{{URL: vsrv.URL}}, Aliases: al, PollInterval: time.Millisecond}
+	if err := after.PublishAdapter(ctx, "agent", 4, "/ck/agent/v4"); err != nil {
+		t.Fatal(err)
+	}
+	after.Wait()
+	if got := vl.loaded(); !slices.Equal(got, []string{"agent-v4"}) {
+		t.Fatalf("after the restarted publisher's first version: %v loaded, want agent-v4 alone", got)
+	}
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"agent-v3", true}, {"agent-v0", true}, {"agent-v", false}, {"agent-v03", false}, {"agent-v-1", false},
+		{"agent-vx", false}, {"other-v3", false}, {"tiny", false}, {"agent-v3-lora", false}} {
+		if got := after.ownsAdapter("agent", tc.name); got != tc.want {
+			t.Errorf("ownsAdapter(agent, %s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
