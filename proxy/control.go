@@ -33,7 +33,9 @@ func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...Contro
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(bearer(token))
-		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		// a family that fails to collect (NVML answering an error now and
+		// then) is left out of that scrape, not the whole page
+		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 		r.Get("/admin/policies", s.listPolicies)
 		r.Put("/admin/policies", s.swapPolicy)
 		r.Post("/admin/rollouts/{alias}", s.setRollout)

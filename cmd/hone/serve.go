@@ -20,6 +20,7 @@ import (
 	"github.com/hone-rl/hone/engine"
 	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/proxy"
+	"github.com/hone-rl/hone/trainer/gpu"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -57,7 +58,8 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	log.Debug("go runtime", "gc_percent", gcPercent, "memory_limit_bytes", memLimit)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		gpu.Open().Collector()) // hone_gpu_*: NVML's GPU count, memory and utilisation (count 0 without a GPU)
 
 	store, err := capture.Open(filepath.Join(c.Data, "capture"), c.Capture, reg)
 	if err != nil {
