@@ -70,8 +70,8 @@ test: deps
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 # The long suites, which .ci/run runs after make test (about 22 minutes on
-# 2 cores): the crash test with 100 kills, all 12 CUDA mutants (make test
-# runs 5), AgentScope learning through hone + its own vLLM with guarded
+# 2 cores): the crash test with 100 kills, all 16 CUDA mutants (make test
+# runs 6), AgentScope learning through hone + its own vLLM with guarded
 # rollouts (about 2 minutes), 2 minutes of soak at 500 calls/s, and every
 # fuzz target for 30 s.
 test-long: build

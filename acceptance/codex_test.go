@@ -55,22 +55,7 @@ func runCodex(t *testing.T, node, launcher, model, tool, mode string, calls int)
 	base := h.data
 
 	home, work := t.TempDir(), t.TempDir()
-	config := fmt.Sprintf(`model = %q
-model_provider = "hone"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.hone]
-name = "hone"
-base_url = "%s/v1"
-env_key = "HONE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-`, model, base)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeCodexConfig(t, home, model, base, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, launcher, "exec", "--skip-git-repo-check", "-C", work,
@@ -145,4 +130,27 @@ func codexScript(v engineView) turn {
 		return turn{tool: "exec_command", args: map[string]any{"cmd": "cat hone.txt"}}
 	}
 	return turn{content: codexFinal}
+}
+
+// writeCodexConfig writes Codex's config.toml in home: model through a
+// provider at hone's base URL (Responses API), the key from HONE_API_KEY,
+// no approvals, no sandbox, retries attempts for a failed request.
+func writeCodexConfig(t *testing.T, home, model, base string, retries int) {
+	t.Helper()
+	config := fmt.Sprintf(`model = %q
+model_provider = "hone"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.hone]
+name = "hone"
+base_url = "%s/v1"
+env_key = "HONE_API_KEY"
+wire_api = "responses"
+request_max_retries = %d
+stream_max_retries = 0
+`, model, base, retries)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

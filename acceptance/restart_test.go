@@ -54,22 +54,7 @@ func codexRestartMidTask(t *testing.T, mode string) {
 	})
 	h := startHoneMode(t, eng.url, mode)
 	home, work := t.TempDir(), t.TempDir()
-	config := fmt.Sprintf(`model = "hone-agent"
-model_provider = "hone"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.hone]
-name = "hone"
-base_url = "%s/v1"
-env_key = "HONE_API_KEY"
-wire_api = "responses"
-request_max_retries = 2
-stream_max_retries = 0
-`, h.data)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeCodexConfig(t, home, "hone-agent", h.data, 2) // a request on a connection the old hone closed is sent again
 	restarted := make(chan error, 1)
 	go func() { // restart hone once the file is written
 		for i := 0; i < 1200; i++ {

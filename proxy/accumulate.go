@@ -82,8 +82,10 @@ func (a *accumulator) add(body string, delta bool) {
 	// chunks), a body that turns out not to be JSON is undone by restoring
 	// a copy; otherwise it is validated first.
 	undo := len(a.choices) == 0 && len(a.promptIDs) == 0
-	saved := *a
-	if !undo && !validJSON(body) {
+	var saved accumulator
+	if undo {
+		saved = *a
+	} else if !validJSON(body) {
 		a.bad, a.usageOnly = true, false
 		return
 	}
