@@ -72,8 +72,8 @@ test: deps
 # The long suites, which .ci/run runs after make test (about 22 minutes on
 # 2 cores): the crash test with 100 kills, all 16 CUDA mutants (make test
 # runs 6), AgentScope learning through hone + its own vLLM with guarded
-# rollouts (about 2 minutes), 2 minutes of soak at 500 calls/s, and every
-# fuzz target for 30 s.
+# rollouts (about 2 minutes), 2 minutes of soak at 500 calls/s, and the
+# fuzz targets make fuzz lists, 20-30 s each.
 test-long: build
 	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -timeout 30m ./capture/crashtest/
 	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestMutantsFail$$' -timeout 30m ./kernels/cuda/
