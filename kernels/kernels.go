@@ -28,8 +28,8 @@ type DType uint8
 
 // Storage types: float32 (the default, and what every operation computes
 // in) and bfloat16 (the upper half of a float32, rounded to nearest even),
-// which only MatMul's A and B, Embedding's table and TokenLogProbs' w (with
-// its backward's w) accept, besides View, Copy and Convert; the result and
+// which only MatMul's A and B, Embedding's table and TokenLogProbs' h and w
+// (with its backward's) accept, besides View, Copy and Convert; the result and
 // its accumulation stay float32.
 const (
 	F32 DType = iota
@@ -266,8 +266,11 @@ type Backend interface {
 
 	// TokenLogProbs is LogProbs of logits = h * w^T (h [T,H], w [V,H])
 	// computed in chunks over the vocabulary so the [T,V] logits never exist.
-	// w may be BF16 (here and in the backward, whose dw stays float32).
-	// It also stores each row's log-sum-exp in lse [T] for the backward.
+	// w may be BF16 (here and in the backward, whose dw stays float32), and
+	// h too when w is (autocast: the logits are the bf16 x bf16 product with
+	// float32 accumulation, and the backward rounds the logits' gradient to
+	// bf16 for its products, as PyTorch's autocast does). It also stores
+	// each row's log-sum-exp in lse [T] for the backward.
 	TokenLogProbs(logp, lse, h, w Tensor, targets Index)
 	// TokenLogProbsBackward sets dh and accumulates dw (nil skips it) given
 	// dlogp, recomputing logits chunk by chunk.

@@ -147,7 +147,7 @@ func RoPEShape(x Tensor, pos Index, rt RoPETable) (n, width int, err error) {
 
 // CheckF32 checks that every tensor is float32 storage (nil tensors, an
 // optional operand, pass): the operations other than MatMul's A and B,
-// Embedding's table and TokenLogProbs' w compute on float32 only.
+// Embedding's table and TokenLogProbs' h and w compute on float32 only.
 func CheckF32(op string, ts ...Tensor) error {
 	for _, t := range ts {
 		if t != nil && t.DType() != F32 {

@@ -8,7 +8,8 @@ import "github.com/hone-rl/hone/kernels"
 // temporary the size of that operand) and run bf16 x bf16 with float32
 // accumulation and a float32 result, which a GPU runs on its tensor cores.
 // The GEMMs are the projections' x W^T, the LM head's h W^T and the input
-// gradient dY W of the backward. Attention runs with bf16 inputs too
+// gradient dY W of the backward (the LM head's too: its logits' gradient is
+// rounded to bf16, as the gradient of PyTorch's bf16 logits is). Attention runs with bf16 inputs too
 // (kernels.Attn.BF16: q, k, v and the backward's output gradient rounded,
 // float32 accumulation; on a GPU the tensor-core kernels, which also round
 // the probabilities and score gradients for their products, as
@@ -69,18 +70,22 @@ func (m *Model) baseMatMul(c, x, w kernels.Tensor, transW bool, beta float32) {
 	be.Free(xb)
 }
 
-// roundForHead rounds h (the final norm's output) to bf16 in place when
-// autocast applies to the LM head: TokenLogProbs and its backward then
-// compute the logits from the rounded activation, as the bf16 x bf16 GEMM
-// would (the product of two bf16 values is exact in float32, so only the
-// order of the float32 sums differs).
-func (m *Model) roundForHead(h kernels.Tensor) {
+// headInput returns the LM head's input for the training pass, the final
+// norm of x: float32, or when autocast applies to the LM head rounded to a
+// bf16 tensor, which TokenLogProbs and its backward multiply bf16 x bf16
+// (the backward then rounds the logits' gradient too).
+func (m *Model) headInput(act *Activations, x kernels.Tensor) kernels.Tensor {
+	be, eps := m.be, float32(m.cfg.RMSNormEps)
+	t, _ := kernels.Rows(x)
 	if !m.casts(m.lmHead) {
-		return
+		h := act.alloc(t, m.cfg.HiddenSize)
+		be.RMSNorm(h, x, m.norm, eps)
+		return h
 	}
-	be := m.be
-	hb := be.NewT(kernels.BF16, h.Shape()...)
+	h := be.New(t, m.cfg.HiddenSize)
+	defer be.Free(h)
+	be.RMSNorm(h, x, m.norm, eps)
+	hb := act.allocT(kernels.BF16, t, m.cfg.HiddenSize)
 	be.Convert(hb, h)
-	be.Convert(h, hb)
-	be.Free(hb)
+	return hb
 }

@@ -18,7 +18,7 @@ type Activations struct {
 	dtarget kernels.Index // targets on the device
 	layers  []layerActs
 	xOut    kernels.Tensor // residual stream after the last layer
-	hOut    kernels.Tensor // final norm of xOut
+	hOut    kernels.Tensor // final norm of xOut (bf16 when autocast applies to the LM head)
 	lse     kernels.Tensor // log-sum-exp per row
 	logp    []float32      // per row; the last row of each sequence has no target
 	owned   []kernels.Tensor
@@ -151,9 +151,7 @@ func (m *Model) forwardTrain(ctx context.Context, seqs [][]int32, a *Adapter) (*
 		act.layers[l] = layerActs{xIn: act.layers[l].xIn}
 	}
 	act.xOut = x
-	act.hOut = act.alloc(t, cfg.HiddenSize)
-	be.RMSNorm(act.hOut, x, m.norm, float32(cfg.RMSNormEps))
-	m.roundForHead(act.hOut)
+	act.hOut = m.headInput(act, x)
 	act.lse = act.alloc(t)
 	logp := act.alloc(t)
 	be.TokenLogProbs(logp, act.lse, act.hOut, m.lmHead, act.dtarget)
@@ -209,7 +207,11 @@ func freeIf(be kernels.Backend, t kernels.Tensor) {
 }
 
 func (act *Activations) alloc(shape ...int) kernels.Tensor {
-	t := act.m.be.New(shape...)
+	return act.allocT(kernels.F32, shape...)
+}
+
+func (act *Activations) allocT(dt kernels.DType, shape ...int) kernels.Tensor {
+	t := act.m.be.NewT(dt, shape...)
 	act.owned = append(act.owned, t)
 	return t
 }

@@ -160,5 +160,70 @@ func (s *suite) bf16(t T) {
 		panics(t, what+" bf16 dw", func() {
 			be.TokenLogProbsBackward(dh, be.NewT(kernels.BF16, voc, hid), ht, wt, lse, ti, s.up(dlogp, n))
 		})
+		s.tokenLogProbsAutocast(t, n, hid, voc)
 	}
+}
+
+// tokenLogProbsAutocast: TokenLogProbs(+Backward) with h and w bf16
+// (autocast's LM head) equal the references from the rounded h and w, the
+// backward's with the logits' gradient rounded to bf16; an element of that
+// gradient whose rounding may go either way (within 1e-5 relative of a
+// midpoint, where float32 and float64 sums can disagree) adds a bf16 step of
+// its product to the allowance. A float32 h with a bf16 w is exact mode
+// (above); a bf16 h with a float32 w is refused.
+func (s *suite) tokenLogProbsAutocast(t T, n, hid, voc int) {
+	be := s.be
+	h, w, dlogp, dw0 := s.randn(n*hid), s.randn(voc*hid), s.randn(n), s.randn(voc*hid)
+	targets := s.ids(n, voc)
+	ti := s.ix(targets)
+	ht, wt := be.UploadT(kernels.BF16, h, n, hid), be.UploadT(kernels.BF16, w, voc, hid)
+	lp, lse := s.poisoned(n), s.poisoned(n)
+	be.TokenLogProbs(lp, lse, ht, wt, ti)
+	hf, wf := f64(roundAll(h)), f64(roundAll(w))
+	logits := tokenLogits(hf, wf, n, hid, voc)
+	what := name("token logprobs bf16 h and w n%d h%d v%d", n, hid, voc)
+	near(t, what, s.down(lp), refLogProbs(logits, targets, voc), 1e-4, 1e-4)
+	dh, dw := s.poisoned(n, hid), s.up(dw0, voc, hid)
+	be.TokenLogProbsBackward(dh, dw, ht, wt, lse, ti, s.up(dlogp, n))
+	g, flip := roundedLogitGrads(logits, targets, f64(dlogp), voc)
+	wantDH, wantDW := make([]float64, n*hid), addInto(dw0, make([]float64, voc*hid))
+	slackDH, slackDW := make([]float64, n*hid), make([]float64, voc*hid)
+	for i := 0; i < n; i++ {
+		for v := 0; v < voc; v++ {
+			e := i*voc + v
+			for d := 0; d < hid; d++ {
+				wantDH[i*hid+d] += g[e] * wf[v*hid+d]
+				wantDW[v*hid+d] += g[e] * hf[i*hid+d]
+				slackDH[i*hid+d] += flip[e] * math.Abs(wf[v*hid+d])
+				slackDW[v*hid+d] += flip[e] * math.Abs(hf[i*hid+d])
+			}
+		}
+	}
+	nearSlack(t, what+" dh", s.down(dh), wantDH, slackDH, 1e-4, 1e-4)
+	nearSlack(t, what+" dw", s.down(dw), wantDW, slackDW, 1e-4, 1e-4)
+	panics(t, what+" with a float32 w", func() { be.TokenLogProbs(lp, lse, ht, s.up(w, voc, hid), ti) })
+}
+
+// roundedLogitGrads returns the logits' gradient dlogp*(onehot - softmax)
+// rounded to bf16, and per element the size of the bf16 step its rounding
+// may take the other way (0 where it cannot).
+func roundedLogitGrads(logits []float64, targets []int32, dlogp []float64, voc int) (g, flip []float64) {
+	lp := refLogProbs(logits, targets, voc)
+	g, flip = make([]float64, len(logits)), make([]float64, len(logits))
+	round := func(x float64) float64 { return float64(kernels.FromBF16(kernels.ToBF16(float32(x)))) }
+	for i, tg := range targets {
+		lse := logits[i*voc+int(tg)] - lp[i]
+		for v := 0; v < voc; v++ {
+			x := -dlogp[i] * math.Exp(logits[i*voc+v]-lse)
+			if v == int(tg) {
+				x += dlogp[i]
+			}
+			e := i*voc + v
+			g[e] = round(x)
+			if lo, hi := round(x*(1-1e-5)), round(x*(1+1e-5)); lo != hi {
+				flip[e] = math.Abs(hi - lo)
+			}
+		}
+	}
+	return g, flip
 }

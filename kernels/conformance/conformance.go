@@ -184,6 +184,14 @@ func f64(x []float32) []float64 {
 // near fails t unless every |got-want| <= tol + |want|*eps (NaN fails).
 func near(t T, what string, got []float32, want []float64, tol, eps float64) {
 	t.Helper()
+	nearSlack(t, what, got, want, nil, tol, eps)
+}
+
+// nearSlack is near with slack[i] (nil: none) added to element i's
+// allowance: what a reference cannot pin down (a rounding that may go
+// either way).
+func nearSlack(t T, what string, got []float32, want, slack []float64, tol, eps float64) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
@@ -192,6 +200,9 @@ func near(t T, what string, got []float32, want []float64, tol, eps float64) {
 	for i := range got {
 		d := math.Abs(float64(got[i]) - want[i])
 		allow := tol + math.Abs(want[i])*eps
+		if slack != nil {
+			allow += slack[i]
+		}
 		if r := ratio(d, allow); r > worst || math.IsNaN(d) && !math.IsNaN(worstD) {
 			worst, worstD, worstTol = r, d, allow
 		}

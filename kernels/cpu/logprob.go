@@ -89,16 +89,27 @@ func vocabChunk(t, vocab int) int {
 	return min(c, vocab)
 }
 
+// headInput returns the LM head's h as float32 (a bf16 h widened, exactly)
+// after checking its operands: a bf16 h (autocast) needs a bf16 w.
+func headInput(op string, h, w kernels.Tensor) []float32 {
+	t, hid := kernels.Rows(h)
+	if _, wh := kernels.Rows(w); wh != hid {
+		panic(fmt.Sprintf("kernels/cpu: %s h %v w %v", op, h.Shape(), w.Shape()))
+	}
+	if h.DType() == kernels.BF16 && w.DType() != kernels.BF16 {
+		panic(fmt.Sprintf("kernels/cpu: %s: a bf16 h needs a bf16 w", op))
+	}
+	var buf []float32
+	return rowsOf(h, 0, t, hid, &buf)
+}
+
 // TokenLogProbs implements kernels.Backend with an online log-sum-exp over
 // vocabulary chunks.
 func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Index) {
-	lp, ls, hd := data(logp), data(lse), data(h)
+	lp, ls, hd := data(logp), data(lse), headInput("token logprobs", h, w)
 	var wbuf []float32 // a bf16 w's chunk, widened
 	t, hid := kernels.Rows(h)
-	vocab, wh := kernels.Rows(w)
-	if wh != hid {
-		panic(fmt.Sprintf("kernels/cpu: token logprobs h %v w %v", h.Shape(), w.Shape()))
-	}
+	vocab, _ := kernels.Rows(w)
 	mustLen("token logprobs out", len(lp), t)
 	mustLen("token logprobs lse", len(ls), t)
 	targets := checkTargets("token logprobs", ix, t, vocab)
@@ -137,9 +148,11 @@ func (be *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, ix kernels.Inde
 }
 
 // TokenLogProbsBackward implements kernels.Backend: per vocabulary chunk,
-// G = dlogp*(onehot - softmax), dh += G*W_chunk and dW_chunk += G^T*h.
+// G = dlogp*(onehot - softmax), dh += G*W_chunk and dW_chunk += G^T*h,
+// with G rounded to bf16 when h is bf16 (autocast).
 func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, ix kernels.Index, dlogp kernels.Tensor) {
-	dhd, hd, ls, dp := data(dh), data(h), data(lse), data(dlogp)
+	dhd, hd, ls, dp := data(dh), headInput("token logprobs backward", h, w), data(lse), data(dlogp)
+	roundG := h.DType() == kernels.BF16
 	var wbuf []float32 // a bf16 w's chunk, widened
 	t, hid := kernels.Rows(h)
 	vocab, _ := kernels.Rows(w)
@@ -161,6 +174,11 @@ func (be *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, ix ke
 		for i := 0; i < t; i++ {
 			row := chunk[i*nv : (i+1)*nv]
 			softmaxGrad(row, row, float64(ls[i]), targets[i]-int32(v0), dp[i])
+		}
+		if roundG {
+			for i, v := range chunk {
+				chunk[i] = kernels.FromBF16(kernels.ToBF16(v))
+			}
 		}
 		be.gemmFast(gemm{m: t, n: hid, k: nv, a: chunk, b: wc, c: dhd, alpha: 1, beta: 1})
 		if dwd != nil {

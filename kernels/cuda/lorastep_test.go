@@ -116,10 +116,10 @@ func TestLoRAStepBF16MatchesCPU(t *testing.T) {
 // (model.SetAutocast: the activation operand of every GEMM against a base
 // matrix rounded to bf16, the GEMM bf16 x bf16 with float32 accumulation)
 // the emulated CUDA backend's LoRA step equals the CPU backend's with
-// autocast: the loss within 1e-5 relative and gradients and adapter
-// tensors within selftest.AutocastParityTol, 4e-3 (see there for why the
-// bound is wider than exact mode's: a float32 ulp on a bf16 rounding
-// boundary flips an activation by 2^-8). How far autocast moves the step from
+// autocast, as hone selftest holds it (selftest.AutocastLossTol,
+// AutocastParityTol and AutocastAdamWTol; see there for why the bounds are
+// wider than exact mode's: a float32 ulp on a bf16 rounding boundary flips
+// an activation by 2^-8). How far autocast moves the step from
 // exact mode (bf16 weights, float32 activations) is logged.
 func TestLoRAStepAutocastMatchesCPU(t *testing.T) {
 	ctx := context.Background()

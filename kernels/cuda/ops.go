@@ -308,6 +308,9 @@ func checkToken(op string, h, w kernels.Tensor, targets kernels.Index) (n, hid, 
 	if wh != hid {
 		panic(fmt.Sprintf("kernels/cuda: %s: h %v w %v", op, h.Shape(), w.Shape()))
 	}
+	if h.DType() == kernels.BF16 && w.DType() != kernels.BF16 {
+		panic(fmt.Sprintf("kernels/cuda: %s: a bf16 h needs a bf16 w", op))
+	}
 	checkTargets(op, targets, n, vocab)
 	return n, hid, vocab
 }
@@ -319,8 +322,9 @@ func (b *Backend) TokenLogProbs(logp, lse, h, w kernels.Tensor, targets kernels.
 	mustLen("token logprobs out", logp.Len(), n)
 	mustLen("token logprobs lse", lse.Len(), n)
 	b.call("token logprobs", func(c *C.hone_ctx) C.int {
+		hp, hbf := anyp(h)
 		wp, wbf := anyp(w)
-		return C.hone_token_logprobs(c, fp(logp), fp(lse), fp(h), wp, wbf, ip(targets), C.long(n), C.long(hid), C.long(vocab))
+		return C.hone_token_logprobs(c, fp(logp), fp(lse), hp, hbf, wp, wbf, ip(targets), C.long(n), C.long(hid), C.long(vocab))
 	})
 }
 
@@ -334,8 +338,9 @@ func (b *Backend) TokenLogProbsBackward(dh, dw, h, w, lse kernels.Tensor, target
 		mustLen("token logprobs backward dw", dw.Len(), w.Len())
 	}
 	b.call("token logprobs backward", func(c *C.hone_ctx) C.int {
+		hp, hbf := anyp(h)
 		wp, wbf := anyp(w)
-		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), fp(h), wp, wbf, fp(lse), ip(targets), fp(dlogp),
+		return C.hone_token_logprobs_backward(c, fp(dh), optFP(dw), hp, hbf, wp, wbf, fp(lse), ip(targets), fp(dlogp),
 			C.long(n), C.long(hid), C.long(vocab))
 	})
 }

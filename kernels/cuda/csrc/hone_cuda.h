@@ -126,14 +126,17 @@ int hone_logprobs(hone_ctx* c, float* logp, const float* logits, const int32_t* 
                   int negate);
 int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, const int32_t* targets,
                            const float* dlogp, long n, long vocab);
-/* w is float32, or bf16 (uint16_t) when w_bf16: each vocabulary chunk of it
- * is then widened into the workspace before its GEMM. */
-int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const void* w, int w_bf16,
+/* w is float32, or bf16 (uint16_t) when w_bf16; h is float32, or bf16 when
+ * h_bf16 (autocast; w must be bf16 too). h float32 and w bf16: each
+ * vocabulary chunk of w is widened into the workspace before its float32
+ * GEMM (exact mode). Both bf16: the logits come from the bf16 GEMM, and the
+ * backward rounds the logits' gradient to bf16 for its bf16 GEMMs. */
+int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const void* h, int h_bf16, const void* w, int w_bf16,
                         const int32_t* targets, long n, long hidden, long vocab);
 /* dw (float32) may be NULL. */
-int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const void* w, int w_bf16,
-                                 const float* lse, const int32_t* targets, const float* dlogp, long n, long hidden,
-                                 long vocab);
+int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const void* h, int h_bf16, const void* w,
+                                 int w_bf16, const float* lse, const int32_t* targets, const float* dlogp, long n,
+                                 long hidden, long vocab);
 
 /* Sampling parameters of one row: temperature <= 0 is greedy; top_k <= 0
  * and top_p >= 1 are off; seed picks the draw (counter-based: the same seed

@@ -82,6 +82,23 @@ __global__ void softmax_grad_kernel(float* D, const float* X, long ld, long rows
   }
 }
 
+// softmax_grad_bf16_kernel is softmax_grad_kernel rounding D to bf16 (into
+// its own [rows, cols] buffer, packed): autocast's LM head backward, whose
+// GEMMs take the logits' gradient in bf16. One block row per token row, so
+// no division per element.
+__global__ void softmax_grad_bf16_kernel(__nv_bfloat16* D, const float* X, long ld, long rows, long cols, long c0,
+                                         const int32_t* targets, const float* lse, const float* g) {
+  for (long t = blockIdx.y; t < rows; t += gridDim.y) {
+    const float gt = g[t], lt = lse[t];
+    const long tg = targets[t] - c0;
+    for (long j = long(blockIdx.x) * blockDim.x + threadIdx.x; j < cols; j += long(gridDim.x) * blockDim.x) {
+      float d = -gt * expf(X[t * ld + j] - lt);
+      if (j == tg) d += gt;
+      D[t * cols + j] = __float2bfloat16_rn(d);
+    }
+  }
+}
+
 // lse_state carves the per-row online state from a workspace.
 struct LseState {
   float *m, *s, *tl, *lse;
@@ -146,11 +163,11 @@ int hone_logprobs_backward(hone_ctx* c, float* dlogits, const float* logits, con
 }
 
 // chunk_cols is how many vocabulary columns one chunk of n rows may have;
-// with a bf16 w, whose chunk is widened into the workspace, the widened
-// rows (cols x hidden) obey the same budget.
-static long chunk_cols(hone_ctx* c, long n, long hidden, long vocab, int w_bf16) {
+// with a bf16 w widened into the workspace (h float32), the widened rows
+// (cols x hidden) obey the same budget.
+static long chunk_cols(hone_ctx* c, long n, long hidden, long vocab, int widen) {
   long cols = c->chunk_elems / (n > 0 ? n : 1);
-  if (w_bf16) {
+  if (widen) {
     const long wcols = c->chunk_elems / (hidden > 0 ? hidden : 1);
     if (wcols < cols) cols = wcols;
   }
@@ -166,53 +183,107 @@ static const float* w_chunk(hone_ctx* c, const void* w, int w_bf16, float* wide,
   return wide;
 }
 
-int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const float* h, const void* w, int w_bf16,
+// head_logits sets L[n, cc] = h[n, H] w[c0:c0+cc, H]^T: the bf16 GEMM when h
+// is bf16 (autocast; w is bf16 too), else float32 with w's chunk widened
+// into wide when w is bf16 (exact mode).
+static int head_logits(hone_ctx* c, float* L, const void* h, int h_bf16, const void* w, int w_bf16, float* wide,
+                       long n, long c0, long cc, long hidden) {
+  if (h_bf16) {
+    return hone_gemm_bf16(c, 0, 1, n, cc, hidden, 1.0f, static_cast<const uint16_t*>(h), n * hidden,
+                          static_cast<const uint16_t*>(w) + c0 * hidden, cc * hidden, 0.0f, L, n * cc, 1);
+  }
+  const float* wc = w_chunk(c, w, w_bf16, wide, c0, cc, hidden);
+  if (!wc) return -1;
+  return hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, static_cast<const float*>(h), 0, wc, 0, 0.0f, L, 0, 1);
+}
+
+static int check_head(hone_ctx* c, int h_bf16, int w_bf16, const char* op) {
+  if (h_bf16 && !w_bf16) return failed(c, op, "a bf16 h needs a bf16 w");
+  return 0;
+}
+
+int hone_token_logprobs(hone_ctx* c, float* logp, float* lse, const void* h, int h_bf16, const void* w, int w_bf16,
                         const int32_t* targets, long n, long hidden, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
-  const long cols = chunk_cols(c, n, hidden, vocab, w_bf16);
-  const size_t wide_bytes = w_bf16 ? Workspace::align(cols * hidden * sizeof(float)) : 0;
+  if (check_head(c, h_bf16, w_bf16, "token_logprobs")) return -1;
+  const int widen = w_bf16 && !h_bf16;
+  const long cols = chunk_cols(c, n, hidden, vocab, widen);
+  const size_t wide_bytes = widen ? Workspace::align(cols * hidden * sizeof(float)) : 0;
   Workspace ws{c};
   LseState st;
   if (ws.reserve(lse_bytes(n) + Workspace::align(n * cols * sizeof(float)) + wide_bytes)) return -1;
   if (lse_begin(c, ws, st, targets, n, "token_logprobs")) return -1;
   float* L = ws.take<float>(n * cols);
-  float* wide = w_bf16 ? ws.take<float>(cols * hidden) : nullptr;
+  float* wide = widen ? ws.take<float>(cols * hidden) : nullptr;
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
-    const float* wc = w_chunk(c, w, w_bf16, wide, c0, cc, hidden);
-    if (!wc) return -1;
-    // L[n, cc] = h[n, H] * w[c0:c0+cc, H]^T
-    if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, h, 0, wc, 0, 0.0f, L, 0, 1)) return -1;
+    if (head_logits(c, L, h, h_bf16, w, w_bf16, wide, n, c0, cc, hidden)) return -1;
     if (lse_merge(c, st, L, cc, n, cc, c0, "token_logprobs")) return -1;
   }
   HONE_LAUNCH(lse_finish_kernel, grid_for(n, 256), 256, 0, c->stream, logp, lse, st.m, st.s, st.tl, n, 1.0f);
   return check_launch(c, "token_logprobs");
 }
 
-int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const float* h, const void* w, int w_bf16,
-                                 const float* lse, const int32_t* targets, const float* dlogp, long n, long hidden,
-                                 long vocab) {
+// token_grads_bf16 is the backward's chunk loop with a bf16 h (autocast):
+// the logits' gradient G rounded to bf16, dh and dw by bf16 GEMMs.
+static int token_grads_bf16(hone_ctx* c, Workspace& ws, float* dh, float* dw, const uint16_t* h, const uint16_t* w,
+                            const float* lse, const int32_t* targets, const float* dlogp, long n, long hidden,
+                            long vocab, long cols) {
+  float* L = ws.take<float>(n * cols);
+  uint16_t* G = ws.take<uint16_t>(n * cols);
+  for (long c0 = 0; c0 < vocab; c0 += cols) {
+    const long cc = vocab - c0 < cols ? vocab - c0 : cols;
+    const uint16_t* wc = w + c0 * hidden;
+    if (head_logits(c, L, h, 1, w, 1, nullptr, n, c0, cc, hidden)) return -1;
+    const dim3 grid(unsigned(ceil_div(cc, 256) < 8 ? ceil_div(cc, 256) : 8), unsigned(n < 65535 ? n : 65535));
+    HONE_LAUNCH(softmax_grad_bf16_kernel, grid, 256, 0, c->stream, reinterpret_cast<__nv_bfloat16*>(G), L, cc, n, cc,
+                c0, targets, lse, dlogp);
+    if (check_launch(c, "token_logprobs_backward")) return -1;
+    // dh (+)= G[n, cc] wc[cc, H]; dw[c0:c0+cc] += G^T[cc, n] h[n, H]
+    if (hone_gemm_bf16(c, 0, 0, n, hidden, cc, 1.0f, G, n * cc, wc, cc * hidden, c0 == 0 ? 0.0f : 1.0f, dh,
+                       n * hidden, 1)) {
+      return -1;
+    }
+    if (dw && hone_gemm_bf16(c, 1, 0, cc, hidden, n, 1.0f, G, n * cc, h, n * hidden, 1.0f, dw + c0 * hidden,
+                             cc * hidden, 1)) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int hone_token_logprobs_backward(hone_ctx* c, float* dh, float* dw, const void* h, int h_bf16, const void* w,
+                                 int w_bf16, const float* lse, const int32_t* targets, const float* dlogp, long n,
+                                 long hidden, long vocab) {
   HONE_ENTRY(c);
   if (n == 0) return 0;
-  const long cols = chunk_cols(c, n, hidden, vocab, w_bf16);
-  const size_t wide_bytes = w_bf16 ? Workspace::align(cols * hidden * sizeof(float)) : 0;
+  if (check_head(c, h_bf16, w_bf16, "token_logprobs_backward")) return -1;
+  const int widen = w_bf16 && !h_bf16;
+  const long cols = chunk_cols(c, n, hidden, vocab, widen);
+  const size_t wide_bytes = widen ? Workspace::align(cols * hidden * sizeof(float)) : 0;
+  const size_t g_bytes = h_bf16 ? Workspace::align(n * cols * sizeof(uint16_t)) : 0;
   Workspace ws{c};
-  if (ws.reserve(Workspace::align(n * cols * sizeof(float)) + wide_bytes)) return -1;
+  if (ws.reserve(Workspace::align(n * cols * sizeof(float)) + wide_bytes + g_bytes)) return -1;
+  if (h_bf16) {
+    return token_grads_bf16(c, ws, dh, dw, static_cast<const uint16_t*>(h), static_cast<const uint16_t*>(w), lse,
+                            targets, dlogp, n, hidden, vocab, cols);
+  }
+  const float* hf = static_cast<const float*>(h);
   float* G = ws.take<float>(n * cols);
-  float* wide = w_bf16 ? ws.take<float>(cols * hidden) : nullptr;
+  float* wide = widen ? ws.take<float>(cols * hidden) : nullptr;
   for (long c0 = 0; c0 < vocab; c0 += cols) {
     const long cc = vocab - c0 < cols ? vocab - c0 : cols;
     const float* wc = w_chunk(c, w, w_bf16, wide, c0, cc, hidden);
     if (!wc) return -1;
-    if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, h, 0, wc, 0, 0.0f, G, 0, 1)) return -1;
+    if (hone_gemm(c, 0, 1, n, cc, hidden, 1.0f, hf, 0, wc, 0, 0.0f, G, 0, 1)) return -1;
     HONE_LAUNCH(softmax_grad_kernel, grid_for(n * cc, 256), 256, 0, c->stream, G, G, cc, n, cc, c0, targets, lse,
                 dlogp);
     if (check_launch(c, "token_logprobs_backward")) return -1;
     // dh (+)= G[n, cc] * wc[cc, H]; the first chunk overwrites dh.
     if (hone_gemm(c, 0, 0, n, hidden, cc, 1.0f, G, 0, wc, 0, c0 == 0 ? 0.0f : 1.0f, dh, 0, 1)) return -1;
     // dw[c0:c0+cc] += G^T[cc, n] * h[n, H]
-    if (dw && hone_gemm(c, 1, 0, cc, hidden, n, 1.0f, G, 0, h, 0, 1.0f, dw + c0 * hidden, 0, 1)) return -1;
+    if (dw && hone_gemm(c, 1, 0, cc, hidden, n, 1.0f, G, 0, hf, 0, 1.0f, dw + c0 * hidden, 0, 1)) return -1;
   }
   return 0;
 }
