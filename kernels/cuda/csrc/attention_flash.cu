@@ -5,23 +5,25 @@
 // query head h reads kv head h / (heads/kv_heads)).
 //
 // Precision (kernels.Attn.BF16): q, k, v and dout are rounded to bf16
-// (round to nearest even) as they are loaded; every product runs on
+// (round to nearest even) once per call, into packed copies the kernels
+// read; every product runs on
 // mma.sync m16n8k16 (bf16 x bf16, float32 accumulate); the softmax, its
 // statistics and every accumulator are float32; the probabilities P (for
 // P V and P^T dO) and the score gradients dS (for dS K and dS^T Q) are
 // rounded to bf16 for their matrix products, as FlashAttention-2 does.
 // The readable reference is attention.cu's kernels run on the rounded
-// inputs (hone_attention_bf16 falls back to them for the readable variant,
-// head dimensions other than 64 and 128, and unaligned operands).
+// inputs (hone_attention_bf16 falls back to them for the readable variant
+// and head dimensions other than 64 and 128).
 //
 // Layout: a block is 4 warps. Forward and dQ: a block takes 64 rows, a row
 // being a (query, head of the KV group) pair, packed query-major (row R is
 // query R / group, head kvh*group + R % group), so the query heads of a KV
 // group share each key/value tile the block loads; each warp owns 16 rows
-// and streams 64-key tiles through shared memory: S = Q K^T (16 x 64 per
-// warp), an online softmax in registers, O += P V. dK/dV: a block takes 64
+// and streams 64-key tiles through shared memory, two stages deep (the
+// next tile's cp.async copies run while this one is multiplied): S = Q K^T
+// (16 x 64 per warp), an online softmax in registers, O += P V. dK/dV: a block takes 64
 // keys of one KV head, each warp 16 keys, and streams 64-row tiles of the
-// rows that see them: S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO,
+// rows that see them, two stages deep: S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO,
 // dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += dS^T Q. dQ has its own
 // pass (S, P, dP = dO V^T, dS, dQ += dS K), so every output element has one
 // writer: no atomics, deterministic. delta = rowsum(dO * O) comes from the
@@ -57,7 +59,7 @@ struct Shape {
 // A tile in shared memory: 64 rows of D bf16 values, two per 32-bit word
 // (the lower column in the low half), Stride<D> words per row. The 4
 // words of padding per row put the 8 rows a fragment load touches in
-// different banks.
+// different banks and keep each row 16-byte aligned.
 template <int D>
 constexpr int Stride = D / 2 + 4;
 
@@ -68,29 +70,52 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
 
 __device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-struct F4 {
-  float x, y, z, w;
-};
-__device__ inline F4 load4(const float* p) {
+// copy16 starts copying 16 bytes (8 bf16) from global src to the tile's
+// words w..w+3: cp.async (Ampere and later), landed by cp_wait (the
+// emulator writes the words then, emu::cp_async16).
+template <class P>
+__device__ inline void copy16(P tile, int w, const uint16_t* src) {
 #ifdef HONE_CUDA_EMU
-  return F4{p[0], p[1], p[2], p[3]};
+  ::emu::cp_async16(tile + w, src);
 #else
-  const float4 v = *reinterpret_cast<const float4*>(p);
-  return F4{v.x, v.y, v.z, v.w};
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(tile + w));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 #endif
 }
 
-// load_tile fills a 64-row tile: row r is D floats at row(r), rounded to
-// bf16, or zeros where row(r) is null. Each thread writes whole words.
+// cp_commit closes the group of copies started since the last one;
+// cp_wait<N> waits until at most N groups are still in flight. A
+// __syncthreads after the wait makes every thread's copies visible.
+__device__ inline void cp_commit() {
+#ifdef HONE_CUDA_EMU
+  ::emu::cp_async_commit();
+#else
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ inline void cp_wait() {
+#ifdef HONE_CUDA_EMU
+  ::emu::cp_async_wait(N);
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// load_tile starts filling a 64-row tile: row r is the D bf16 values at
+// row(r) (16-byte aligned), or zeros where row(r) is null. Each thread
+// copies whole 16-byte pieces.
 template <int D, class P, class RowFn>
 __device__ inline void load_tile(P tile, RowFn row) {
-  constexpr int SW = Stride<D>, Q4 = D / 4;
-  for (int e = threadIdx.x; e < kTile * Q4; e += kThreads) {
-    const int r = e / Q4, c = e % Q4;
-    const float* src = row(r);
-    const F4 x = src ? load4(src + 4 * c) : F4{0, 0, 0, 0};
-    tile[r * SW + 2 * c] = pack_bf16(x.x, x.y);
-    tile[r * SW + 2 * c + 1] = pack_bf16(x.z, x.w);
+  constexpr int SW = Stride<D>, C = D / 8;
+  for (int e = threadIdx.x; e < kTile * C; e += kThreads) {
+    const int r = e / C, c = e % C;
+    const uint16_t* src = row(r);
+    if (src) {
+      copy16(tile, r * SW + 4 * c, src + 8 * c);
+    } else {
+      for (int i = 0; i < 4; i++) tile[r * SW + 4 * c + i] = 0u;
+    }
   }
 }
 
@@ -174,39 +199,51 @@ __device__ inline int row_head(long R, int kvh, const Shape& a) { return kvh * a
 // lse is set, each (query, head)'s log-sum-exp of the scaled scores
 // (natural log) at lse[query*heads + head].
 template <int D>
-__global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, float* lse, const float* q, const float* k,
-                                                                 const float* v, Shape a) {
-  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
-  HONE_DYNAMIC_SHARED(uint32_t, smem);
-  auto ks = smem;              // [64][SW]: the block's queries, then each key tile
-  auto vs = smem + kTile * SW; // [64][SW]: each value tile
+__global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, float* lse, const uint16_t* q,
+                                                                 const uint16_t* k, const uint16_t* v, Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8, TW = kTile * SW;
+  HONE_DYNAMIC_SHARED(uint32_t, smem);  // two stages of [key tile][value tile]; the queries first in stage 1
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
   const int kvh = blockIdx.y;
   const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
-  load_tile<D>(ks, [&](int r) -> const float* {
+  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
+  const long kend = a.past + last + 1;  // keys the block's last query sees
+  auto kv_tile = [&](long j0, int stage) {
+    load_tile<D>(smem + stage * 2 * TW, [&](int r) -> const uint16_t* {
+      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    load_tile<D>(smem + stage * 2 * TW + TW, [&](int r) -> const uint16_t* {
+      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    cp_commit();
+  };
+  load_tile<D>(smem + 2 * TW, [&](int r) -> const uint16_t* {
     const long R = R0 + r;
     return R < rows ? q + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
   });
+  cp_commit();
+  kv_tile(0, 0);
+  cp_wait<1>();
   __syncthreads();
   uint32_t qf[KS][4];
   HONE_UNROLL
-  for (int kk = 0; kk < KS; kk++) frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
-  __syncthreads();  // ks is the key tile from here on
+  for (int kk = 0; kk < KS; kk++) frag_a<D>(qf[kk], smem + 2 * TW, warp * 16, kk * 16, lane);
+  __syncthreads();  // stage 1 holds key and value tiles from here on
   long qi[2];       // the queries of this thread's rows warp*16 + g and + 8
   HONE_UNROLL
   for (int x = 0; x < 2; x++) qi[x] = row_query(R0 + warp * 16 + g + 8 * x, a);
-  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
-  const long kend = a.past + last + 1;  // keys the block's last query sees
   float o[NT][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (base 2) and this lane's part of the sum
-  for (long j0 = 0; j0 < kend; j0 += kTile) {
-    load_tile<D>(ks, [&](int r) -> const float* {
-      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    load_tile<D>(vs, [&](int r) -> const float* {
-      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
+  for (long j0 = 0, it = 0; j0 < kend; j0 += kTile, it++) {
+    // The next tile's copies run while this one is multiplied.
+    if (j0 + kTile < kend) {
+      kv_tile(j0 + kTile, int((it + 1) & 1));
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
     __syncthreads();
+    const auto ks = smem + (it & 1) * 2 * TW, vs = ks + TW;
     float s[8][4] = {};
     HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
@@ -265,7 +302,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
         mma(o[nt], pa, b);
       }
     }
-    __syncthreads();  // before the next tile overwrites ks and vs
+    __syncthreads();  // before the next iteration's copies overwrite this stage
   }
   HONE_UNROLL
   for (int x = 0; x < 2; x++) {
@@ -303,30 +340,42 @@ __global__ void attention_flash_delta(float* stats, const float* lse, const floa
 // attention_flash_dq<D>: grid (row blocks, kv heads); dq is overwritten:
 // dq = scale * sum_j P_j (dP_j - delta) k_j.
 template <int D>
-__global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const float* stats, const float* dout,
-                                                                const float* q, const float* k, const float* v,
-                                                                Shape a) {
-  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
-  HONE_DYNAMIC_SHARED(uint32_t, smem);
-  auto ks = smem;
-  auto vs = smem + kTile * SW;
+__global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const float* stats, const uint16_t* dout,
+                                                                const uint16_t* q, const uint16_t* k,
+                                                                const uint16_t* v, Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8, TW = kTile * SW;
+  HONE_DYNAMIC_SHARED(uint32_t, smem);  // two stages of [key tile][value tile]; queries and dout first in stage 1
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
   const int kvh = blockIdx.y;
   const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
-  auto row_of = [&](const float* base) {
-    return [=, &a](int r) -> const float* {
+  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
+  const long kend = a.past + last + 1;
+  auto row_of = [&](const uint16_t* base) {
+    return [=, &a](int r) -> const uint16_t* {
       const long R = R0 + r;
       return R < rows ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
     };
   };
-  load_tile<D>(ks, row_of(q));
-  load_tile<D>(vs, row_of(dout));
+  auto kv_tile = [&](long j0, int stage) {
+    load_tile<D>(smem + stage * 2 * TW, [&](int r) -> const uint16_t* {
+      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    load_tile<D>(smem + stage * 2 * TW + TW, [&](int r) -> const uint16_t* {
+      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
+    });
+    cp_commit();
+  };
+  load_tile<D>(smem + 2 * TW, row_of(q));
+  load_tile<D>(smem + 3 * TW, row_of(dout));
+  cp_commit();
+  kv_tile(0, 0);
+  cp_wait<1>();
   __syncthreads();
   uint32_t qf[KS][4], df[KS][4];
   HONE_UNROLL
   for (int kk = 0; kk < KS; kk++) {
-    frag_a<D>(qf[kk], ks, warp * 16, kk * 16, lane);
-    frag_a<D>(df[kk], vs, warp * 16, kk * 16, lane);
+    frag_a<D>(qf[kk], smem + 2 * TW, warp * 16, kk * 16, lane);
+    frag_a<D>(df[kk], smem + 3 * TW, warp * 16, kk * 16, lane);
   }
   __syncthreads();
   long qi[2];
@@ -339,17 +388,16 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
     lse2[x] = qi[x] < 0 ? INFINITY : stats[2 * e] * kLog2e;  // a row past the end: P = 0
     delta[x] = qi[x] < 0 ? 0.f : stats[2 * e + 1];
   }
-  const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
-  const long kend = a.past + last + 1;
   float acc[NT][4] = {};
-  for (long j0 = 0; j0 < kend; j0 += kTile) {
-    load_tile<D>(ks, [&](int r) -> const float* {
-      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    load_tile<D>(vs, [&](int r) -> const float* {
-      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
+  for (long j0 = 0, it = 0; j0 < kend; j0 += kTile, it++) {
+    if (j0 + kTile < kend) {
+      kv_tile(j0 + kTile, int((it + 1) & 1));
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
     __syncthreads();
+    const auto ks = smem + (it & 1) * 2 * TW, vs = ks + TW;
     float s[8][4] = {}, dp[8][4] = {};
     HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
@@ -405,42 +453,55 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
 // group) that sees them.
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, float* dv, const float* stats,
-                                                                  const float* dout, const float* q, const float* k,
-                                                                  const float* v, Shape a) {
-  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8;
+                                                                  const uint16_t* dout, const uint16_t* q,
+                                                                  const uint16_t* k, const uint16_t* v, Shape a) {
+  constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8, TW = kTile * SW;
   HONE_DYNAMIC_SHARED(uint32_t, smem);
-  auto ks = smem;                     // [64][SW] the block's keys
-  auto vs = smem + kTile * SW;        // [64][SW] their values
-  auto qs = smem + 2 * kTile * SW;    // [64][SW] a tile of rows' queries
-  auto ds = smem + 3 * kTile * SW;    // [64][SW] their output gradients
-  auto st = smem + 4 * kTile * SW;    // [64][2] their lse (base 2) and delta, as float bits
+  auto ks = smem;           // [64][SW] the block's keys
+  auto vs = smem + TW;      // [64][SW] their values
+  // Then two stages, each [64][SW] of a row tile's queries, [64][SW] of their
+  // output gradients and [64][2] of their lse (base 2) and delta (float bits).
+  constexpr int kStage = 2 * TW + 2 * kTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
   const int kvh = blockIdx.y;
   const long keys = a.past + a.n, j0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
-  load_tile<D>(ks, [&](int r) -> const float* { return j0 + r < keys ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
-  load_tile<D>(vs, [&](int r) -> const float* { return j0 + r < keys ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
-  float dka[NT][4] = {}, dva[NT][4] = {};
-  long kj[2];  // this thread's keys (rows warp*16 + g and + 8 of the block)
-  HONE_UNROLL
-  for (int x = 0; x < 2; x++) kj[x] = j0 + warp * 16 + g + 8 * x;
-  // The first query that sees key j0 is j0 - past.
-  const long i_first = j0 - a.past > 0 ? j0 - a.past : 0;
-  for (long R0 = i_first * a.group; R0 < rows; R0 += kTile) {
-    auto row_of = [&](const float* base) {
-      return [=, &a](int r) -> const float* {
+  load_tile<D>(ks, [&](int r) -> const uint16_t* { return j0 + r < keys ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  load_tile<D>(vs, [&](int r) -> const uint16_t* { return j0 + r < keys ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  auto row_tile = [&](long R0, int stage) {
+    auto base = smem + 2 * TW + stage * kStage;
+    auto row_of = [&](const uint16_t* b) {
+      return [=, &a](int r) -> const uint16_t* {
         const long R = R0 + r;
-        return R < rows ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
+        return R < rows ? b + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
       };
     };
-    load_tile<D>(qs, row_of(q));
-    load_tile<D>(ds, row_of(dout));
+    load_tile<D>(base, row_of(q));
+    load_tile<D>(base + TW, row_of(dout));
+    cp_commit();
+    auto st = base + 2 * TW;
     for (int r = threadIdx.x; r < kTile; r += kThreads) {
       const long R = R0 + r, i = row_query(R, a);
       const long e = i * a.heads + (i < 0 ? 0 : row_head(R, kvh, a));
       st[2 * r] = __float_as_uint(i < 0 ? INFINITY : stats[2 * e] * kLog2e);
       st[2 * r + 1] = __float_as_uint(i < 0 ? 0.f : stats[2 * e + 1]);
     }
+  };
+  float dka[NT][4] = {}, dva[NT][4] = {};
+  long kj[2];  // this thread's keys (rows warp*16 + g and + 8 of the block)
+  HONE_UNROLL
+  for (int x = 0; x < 2; x++) kj[x] = j0 + warp * 16 + g + 8 * x;
+  // The first query that sees key j0 is j0 - past.
+  const long i_first = j0 - a.past > 0 ? j0 - a.past : 0;
+  row_tile(i_first * a.group, 0);  // its copies join the group of the keys and values
+  for (long R0 = i_first * a.group, it = 0; R0 < rows; R0 += kTile, it++) {
+    if (R0 + kTile < rows) {
+      row_tile(R0 + kTile, int((it + 1) & 1));
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
     __syncthreads();
+    const auto qs = smem + 2 * TW + (it & 1) * kStage, ds = qs + TW, st = qs + 2 * TW;
     float s[8][4] = {}, dp[8][4] = {};
     HONE_UNROLL
     for (int kk = 0; kk < KS; kk++) {
@@ -482,7 +543,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
         mma(dka[nt], da, b);  // dK += dS^T Q
       }
     }
-    __syncthreads();  // before the next row tile overwrites qs, ds and st
+    __syncthreads();  // before the next iteration's copies overwrite this stage
   }
   HONE_UNROLL
   for (int x = 0; x < 2; x++) {
@@ -535,39 +596,44 @@ inline Shape shape(long n, int heads, int kv_heads, int head_dim, long past, flo
                scale * kLog2e};
 }
 
-inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // fast reports whether the tensor-core kernels take a call: the fast
-// variant, a head dimension they are built for, and the operands they read
-// as float4 (ptrs) 16-byte aligned (the rows are: D is a multiple of 4).
-inline bool fast(hone_ctx* c, int head_dim, std::initializer_list<const void*> ptrs) {
-  if (c->variant != hone_variant_fast || (head_dim != 64 && head_dim != 128)) return false;
-  for (const void* p : ptrs) {
-    if (!aligned16(p)) return false;
-  }
-  return true;
+// variant and a head dimension they are built for. They read bf16 copies
+// of the operands that the call makes (packed, 16-byte aligned), so any
+// float32 view will do.
+inline bool fast(hone_ctx* c, int head_dim) {
+  return c->variant == hone_variant_fast && (head_dim == 64 || head_dim == 128);
 }
 
 constexpr size_t tiles_bytes(int head_dim, int tiles) { return size_t(tiles) * kTile * (head_dim / 2 + 4) * 4; }
 
+// smem_limit lets kernel take bytes of dynamic shared memory (over the
+// default 48 KiB).
+template <class K>
+int smem_limit(hone_ctx* c, K* kernel, size_t bytes, const char* op) {
+  return check_cuda(c, op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 template <int D>
-int forward(hone_ctx* c, float* out, float* lse, const float* q, const float* k, const float* v, const Shape& a) {
+int forward(hone_ctx* c, float* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+            const Shape& a) {
+  const size_t smem = tiles_bytes(D, 4);  // two stages of a key and a value tile
+  if (smem_limit(c, attention_flash_fwd<D>, smem, "attention bf16")) return -1;
   const dim3 grid(unsigned(ceil_div(a.n * a.group, kBlock)), unsigned(a.kv_heads));
-  HONE_LAUNCH(attention_flash_fwd<D>, grid, kThreads, tiles_bytes(D, 2), c->stream, out, lse, q, k, v, a);
+  HONE_LAUNCH(attention_flash_fwd<D>, grid, kThreads, smem, c->stream, out, lse, q, k, v, a);
   return check_launch(c, "attention bf16");
 }
 
 template <int D>
-int backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* stats, const float* dout, const float* q,
-             const float* k, const float* v, const Shape& a) {
+int backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* stats, const uint16_t* dout,
+             const uint16_t* q, const uint16_t* k, const uint16_t* v, const Shape& a) {
+  const size_t qsmem = tiles_bytes(D, 4);
+  if (smem_limit(c, attention_flash_dq<D>, qsmem, "attention bf16 backward dq")) return -1;
   const dim3 qgrid(unsigned(ceil_div(a.n * a.group, kBlock)), unsigned(a.kv_heads));
-  HONE_LAUNCH(attention_flash_dq<D>, qgrid, kThreads, tiles_bytes(D, 2), c->stream, dq, stats, dout, q, k, v, a);
+  HONE_LAUNCH(attention_flash_dq<D>, qgrid, kThreads, qsmem, c->stream, dq, stats, dout, q, k, v, a);
   if (check_launch(c, "attention bf16 backward dq")) return -1;
-  const size_t smem = tiles_bytes(D, 4) + 2 * kTile * sizeof(float);
-  if (check_cuda(c, "attention bf16 backward dk dv",
-                 cudaFuncSetAttribute(attention_flash_dkdv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))) {
-    return -1;
-  }
+  // The keys and values, then two stages of a row tile and its statistics.
+  const size_t smem = tiles_bytes(D, 6) + 2 * 2 * kTile * sizeof(float);
+  if (smem_limit(c, attention_flash_dkdv<D>, smem, "attention bf16 backward dk dv")) return -1;
   const dim3 kgrid(unsigned(ceil_div(a.past + a.n, kBlock)), unsigned(a.kv_heads));
   HONE_LAUNCH(attention_flash_dkdv<D>, kgrid, kThreads, smem, c->stream, dk, dv, stats, dout, q, k, v, a);
   return check_launch(c, "attention bf16 backward dk dv");
@@ -578,9 +644,10 @@ struct Temp {
   hone_ctx* c;
   void* p = nullptr;
   explicit Temp(hone_ctx* c_) : c(c_) {}
-  float* get(size_t floats, const char* op) {
-    if (check_cuda(c, op, c->alloc.alloc(&p, floats * sizeof(float)))) return nullptr;
-    return static_cast<float*>(p);
+  float* get(size_t floats, const char* op) { return static_cast<float*>(bytes(floats * sizeof(float), op)); }
+  void* bytes(size_t n, const char* op) {
+    if (check_cuda(c, op, c->alloc.alloc(&p, n))) return nullptr;
+    return p;
   }
   ~Temp() {
     if (p) c->alloc.free(p);
@@ -588,6 +655,13 @@ struct Temp {
   Temp(const Temp&) = delete;
   Temp& operator=(const Temp&) = delete;
 };
+
+// to_bf16 returns x (n floats) rounded to bf16, in t.
+inline const uint16_t* to_bf16(hone_ctx* c, Temp& t, const float* x, long n, const char* op) {
+  auto* p = static_cast<uint16_t*>(t.bytes(size_t(n) * sizeof(uint16_t), op));
+  if (!p || hone_f32_to_bf16(c, p, x, n)) return nullptr;
+  return p;
+}
 
 // rounded returns a bf16-rounded float32 copy of x (n floats) in t.
 inline const float* rounded(hone_ctx* c, Temp& t, const float* x, long n, const char* op) {
@@ -609,8 +683,15 @@ int hone_attention_bf16(hone_ctx* c, float* out, float* lse, const float* q, con
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const flash::Shape a = flash::shape(n, heads, kv_heads, head_dim, past, scale);
-  if (flash::fast(c, head_dim, {q, k, v})) {
-    return head_dim == 64 ? flash::forward<64>(c, out, lse, q, k, v, a) : flash::forward<128>(c, out, lse, q, k, v, a);
+  if (flash::fast(c, head_dim)) {
+    // The operands in bf16 once, read by the kernels with 16-byte copies.
+    flash::Temp tq(c), tk(c), tv(c);
+    const uint16_t* qb = flash::to_bf16(c, tq, q, n * a.qw, "attention bf16 round");
+    const uint16_t* kb = qb ? flash::to_bf16(c, tk, k, (past + n) * a.kw, "attention bf16 round") : nullptr;
+    const uint16_t* vb = kb ? flash::to_bf16(c, tv, v, (past + n) * a.kw, "attention bf16 round") : nullptr;
+    if (!vb) return -1;
+    return head_dim == 64 ? flash::forward<64>(c, out, lse, qb, kb, vb, a)
+                          : flash::forward<128>(c, out, lse, qb, kb, vb, a);
   }
   // The reference: the float32 kernels on the rounded inputs.
   flash::Temp tq(c), tk(c), tv(c);
@@ -631,8 +712,8 @@ int hone_attention_bf16_backward(hone_ctx* c, float* dq, float* dk, float* dv, c
   HONE_ENTRY(c);
   if (n == 0) return 0;
   const flash::Shape a = flash::shape(n, heads, kv_heads, head_dim, past, scale);
-  if (flash::fast(c, head_dim, {dout, q, k, v})) {
-    flash::Temp to(c), tl(c);
+  if (flash::fast(c, head_dim)) {
+    flash::Temp to(c), tl(c), tq(c), tk(c), tv(c), td(c);
     if (!out || !lse) {
       // The forward's output and log-sum-exp, recomputed.
       float* o = to.get(size_t(n * a.qw), "attention bf16 backward");
@@ -648,8 +729,13 @@ int hone_attention_bf16_backward(hone_ctx* c, float* dq, float* dk, float* dv, c
     HONE_LAUNCH(flash::attention_flash_delta, unsigned(ceil_div(n * heads, 128)), 128, 0, c->stream, stats, lse, dout,
                 out, a, head_dim);
     if (check_launch(c, "attention bf16 backward delta")) return -1;
-    return head_dim == 64 ? flash::backward<64>(c, dq, dk, dv, stats, dout, q, k, v, a)
-                          : flash::backward<128>(c, dq, dk, dv, stats, dout, q, k, v, a);
+    const uint16_t* qb = flash::to_bf16(c, tq, q, n * a.qw, "attention bf16 backward round");
+    const uint16_t* kb = qb ? flash::to_bf16(c, tk, k, (past + n) * a.kw, "attention bf16 backward round") : nullptr;
+    const uint16_t* vb = kb ? flash::to_bf16(c, tv, v, (past + n) * a.kw, "attention bf16 backward round") : nullptr;
+    const uint16_t* db = vb ? flash::to_bf16(c, td, dout, n * a.qw, "attention bf16 backward round") : nullptr;
+    if (!db) return -1;
+    return head_dim == 64 ? flash::backward<64>(c, dq, dk, dv, stats, db, qb, kb, vb, a)
+                          : flash::backward<128>(c, dq, dk, dv, stats, db, qb, kb, vb, a);
   }
   flash::Temp tq(c), tk(c), tv(c), td(c);
   const float* qr = flash::rounded(c, tq, q, n * a.qw, "attention bf16 backward round");

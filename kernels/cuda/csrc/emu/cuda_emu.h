@@ -286,6 +286,15 @@ struct Fiber {
   int src = 0;           // shuffle: the lane read from
   uint64_t slot = 0;     // the value this lane deposits
   uint64_t result = 0;   // what it reads back
+  // cp.async: the copies this thread started, in committed groups (oldest
+  // first) and the open one; a group is done by the wait that retires it.
+  struct AsyncCopy {
+    unsigned char* dst;
+    const struct Region* region;
+    unsigned char data[16];
+  };
+  std::vector<std::vector<AsyncCopy>> async_groups;
+  std::vector<AsyncCopy> async_open;
 };
 
 constexpr size_t kStack = 64 << 10;
@@ -968,6 +977,33 @@ struct shared_array {
 template <class T>
 inline sptr<T> dynamic_shared_ptr() {
   return sptr<T>{reinterpret_cast<T*>(runner.dyn_region.base), &runner.dyn_region};
+}
+
+// cp.async.cg.shared.global (16 bytes), commit_group and wait_group: the
+// source is read at once, but the shared-memory write happens, and is
+// recorded by racecheck as this thread's, only when the wait_group that
+// retires its group runs, as late as the device may land it. So a reader
+// that no __syncthreads after the wait orders against it shows as a hazard.
+inline void cp_async16(sptr<uint32_t> dst, const void* src) {
+  Fiber::AsyncCopy c{reinterpret_cast<unsigned char*>(dst.p), dst.r, {}};
+  std::memcpy(c.data, src, 16);
+  self().async_open.push_back(c);
+}
+inline void cp_async_commit() {
+  Fiber& f = self();
+  f.async_groups.push_back(std::move(f.async_open));
+  f.async_open.clear();
+}
+// cp_async_wait leaves at most n committed groups in flight.
+inline void cp_async_wait(size_t n) {
+  Fiber& f = self();
+  while (f.async_groups.size() > n) {
+    for (const Fiber::AsyncCopy& c : f.async_groups.front()) {
+      record(c.region, c.dst, 16, Access::write);
+      std::memcpy(c.dst, c.data, 16);
+    }
+    f.async_groups.erase(f.async_groups.begin());
+  }
 }
 
 template <class T>
