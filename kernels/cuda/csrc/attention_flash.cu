@@ -15,7 +15,9 @@
 // inputs (hone_attention_bf16 falls back to them for the readable variant
 // and head dimensions other than 64 and 128).
 //
-// Layout: a block is 4 warps. Forward and dQ: a block takes 64 rows, a row
+// Layout: a block is 4 warps. Forward and dQ: a block takes 64 rows (the
+// blocks of the last rows, which see the most keys, start first, so the
+// short ones fill the tail of the grid), a row
 // being a (query, head of the KV group) pair, packed query-major (row R is
 // query R / group, head kvh*group + R % group), so the query heads of a KV
 // group share each key/value tile the block loads; each warp owns 16 rows
@@ -119,41 +121,62 @@ __device__ inline void load_tile(P tile, RowFn row) {
   }
 }
 
-// Fragments of mma.m16n8k16 (the PTX ISA's layout; g = lane / 4, t = lane % 4).
-// frag_a: the A operand (16 x 16) at rows r0.., columns c0.. of a tile.
+// ldsm<N, T>: ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16, one warp
+// loading N 8 x 8 bf16 matrices from shared memory; lane l gives the
+// address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned) and
+// receives of matrix i the elements (row l/4, cols 2(l%4), +1), or with T
+// (rows 2(l%4), +1, col l/4), in d[i]: one instruction where four 32-bit
+// loads (and, transposed, halfword shuffling) did the same.
+template <int N, bool T, class P>
+__device__ inline void ldsm(uint32_t (&d)[N], P row) {
+#ifdef HONE_CUDA_EMU
+  hone_ldmatrix(d, N, T, row);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (N == 4 && !T) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+  } else if constexpr (N == 2 && !T) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+  } else if constexpr (N == 2 && T) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+  } else {
+    static_assert(N == 4 || N == 2, "ldsm: x2 or x4");
+  }
+#endif
+}
+
+// Fragments of mma.m16n8k16 (the PTX ISA's layout; g = lane / 4, t = lane % 4),
+// each by one ldmatrix.
+// frag_a: the A operand (16 x 16) at rows r0.., columns c0.. of a tile:
+// a[0] = (row g, cols 2t, 2t+1), a[1] = (row g+8, ...), a[2] = (row g,
+// cols 2t+8, +9), a[3] = (row g+8, cols 2t+8, +9): matrices (rows r0 or
+// r0+8) x (cols c0 or c0+8).
 template <int D, class P>
 __device__ inline void frag_a(uint32_t (&a)[4], P t, int r0, int c0, int lane) {
   constexpr int SW = Stride<D>;
-  const int g = lane >> 2, w = c0 / 2 + (lane & 3);
-  a[0] = t[(r0 + g) * SW + w];
-  a[1] = t[(r0 + g + 8) * SW + w];
-  a[2] = t[(r0 + g) * SW + w + 4];
-  a[3] = t[(r0 + g + 8) * SW + w + 4];
+  const int i = lane >> 3, r = r0 + (i & 1) * 8 + (lane & 7), c = c0 + (i >> 1) * 8;
+  ldsm<4, false>(a, t + r * SW + c / 2);
 }
 
 // frag_b_nk: the B operand (16 x 8, k x n) of a tile stored n-major:
-// B[k][n] = tile(n0 + n, k0 + k), k pairs within a word.
+// B[k][n] = tile(n0 + n, k0 + k): b[0] = (k 2t, 2t+1; n g), b[1] = (k 2t+8,
+// +9; n g), matrices rows n0.. x cols k0 or k0+8.
 template <int D, class P>
 __device__ inline void frag_b_nk(uint32_t (&b)[2], P t, int n0, int k0, int lane) {
   constexpr int SW = Stride<D>;
-  const int row = (n0 + (lane >> 2)) * SW, w = k0 / 2 + (lane & 3);
-  b[0] = t[row + w];
-  b[1] = t[row + w + 4];
+  const int i = (lane >> 3) & 1, r = n0 + (lane & 7), c = k0 + i * 8;
+  ldsm<2, false>(b, t + r * SW + c / 2);
 }
 
 // frag_b_kn: the B operand of a tile stored k-major: B[k][n] = tile(k0 + k,
-// n0 + n); each register takes one half from each of two rows.
+// n0 + n): the transposes of the matrices rows k0 or k0+8 x cols n0...
 template <int D, class P>
 __device__ inline void frag_b_kn(uint32_t (&b)[2], P t, int k0, int n0, int lane) {
   constexpr int SW = Stride<D>;
-  const int col = n0 + (lane >> 2), w = col >> 1, sh = (col & 1) * 16;
-  HONE_UNROLL
-  for (int r = 0; r < 2; r++) {
-    const int k = k0 + 2 * (lane & 3) + 8 * r;
-    const uint32_t lo = (uint32_t(t[k * SW + w]) >> sh) & 0xffffu;
-    const uint32_t hi = (uint32_t(t[(k + 1) * SW + w]) >> sh) & 0xffffu;
-    b[r] = lo | (hi << 16);
-  }
+  const int i = (lane >> 3) & 1, r = k0 + i * 8 + (lane & 7);
+  ldsm<2, true>(b, t + r * SW + n0 / 2);
 }
 
 // a_from_c: the A operand for k columns 16kk..16kk+15 from accumulators
@@ -205,7 +228,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
   HONE_DYNAMIC_SHARED(uint32_t, smem);  // two stages of [key tile][value tile]; the queries first in stage 1
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
   const int kvh = blockIdx.y;
-  const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
+  const long R0 = long(gridDim.x - 1 - blockIdx.x) * kBlock, rows = a.n * a.group;  // the longest (last) rows first
   const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
   const long kend = a.past + last + 1;  // keys the block's last query sees
   auto kv_tile = [&](long j0, int stage) {
@@ -347,7 +370,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   HONE_DYNAMIC_SHARED(uint32_t, smem);  // two stages of [key tile][value tile]; queries and dout first in stage 1
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane >> 2, tg = lane & 3;
   const int kvh = blockIdx.y;
-  const long R0 = long(blockIdx.x) * kBlock, rows = a.n * a.group;
+  const long R0 = long(gridDim.x - 1 - blockIdx.x) * kBlock, rows = a.n * a.group;  // the longest (last) rows first
   const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
   const long kend = a.past + last + 1;
   auto row_of = [&](const uint16_t* base) {

@@ -273,7 +273,7 @@ namespace emu {
 // What a fiber is waiting for.
 enum class Wait { none, block, warp, done };
 // What a fiber does at a warp rendezvous.
-enum class WarpOp { shfl, ballot, sync, mma };
+enum class WarpOp { shfl, ballot, sync, mma, ldmatrix };
 
 struct Fiber {
   Context ctx;
@@ -495,6 +495,42 @@ inline void mma_bf16_m16n8k16(Fiber* lanes) {
   }
 }
 
+// LdmatrixOperands is one lane's part of an ldmatrix.sync.aligned.m8n8
+// .x{1,2,4}[.trans].shared.b16: the 16-byte row it addresses (lanes
+// 8i..8i+7 address rows 0..7 of matrix i; the others' are unused) and its
+// destination registers, one per matrix.
+struct LdmatrixOperands {
+  const unsigned char* row;
+  uint32_t* d;
+  int num;
+  bool trans;
+};
+
+// ldmatrix_m8n8 runs one warp's ldmatrix once all 32 lanes are parked at
+// it: lane l (g = l / 4, t = l % 4) receives of matrix i the elements
+// (row g, cols 2t and 2t+1), or with .trans (rows 2t and 2t+1, col g), the
+// first in the low half, as the PTX ISA lays them out. The lanes' reads of
+// shared memory were recorded by each lane before it parked.
+inline bool ldmatrix_m8n8(Fiber* lanes) {
+  const auto* o0 = reinterpret_cast<const LdmatrixOperands*>(uintptr_t(lanes[0].slot));
+  uint16_t m[4][8][8];
+  for (int l = 0; l < 32; l++) {
+    const auto* o = reinterpret_cast<const LdmatrixOperands*>(uintptr_t(lanes[l].slot));
+    if (o->num != o0->num || o->trans != o0->trans) return false;
+    if (l < 8 * o->num) std::memcpy(m[l / 8][l % 8], o->row, 16);
+  }
+  for (int l = 0; l < 32; l++) {
+    const auto* o = reinterpret_cast<const LdmatrixOperands*>(uintptr_t(lanes[l].slot));
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < o->num; i++) {
+      const uint32_t lo = o->trans ? m[i][2 * t][g] : m[i][g][2 * t];
+      const uint32_t hi = o->trans ? m[i][2 * t + 1][g] : m[i][g][2 * t + 1];
+      o->d[i] = lo | (hi << 16);
+    }
+  }
+  return true;
+}
+
 // release_warp resolves a warp rendezvous once every live lane is there:
 // each lane's result is its source lane's deposit (shuffles) or the ballot.
 // (runner is a thread_local with a constructor: each access of it by name
@@ -529,15 +565,22 @@ inline bool release_warp(unsigned w, size_t n) {
   // A warp-wide matrix multiply (mma.sync): every lane of the warp must be
   // at one (.aligned: all 32 threads, converged, none exited), and it
   // orders no memory (it reads and writes registers only).
-  bool mma = false;
-  for (size_t i = lo; i < hi; i++) mma |= fs[i].wait == Wait::warp && fs[i].op == WarpOp::mma;
-  if (mma) {
+  // So is ldmatrix (it reads shared memory, which each lane recorded).
+  WarpOp aligned = WarpOp::sync;
+  for (size_t i = lo; i < hi; i++) {
+    if (fs[i].wait == Wait::warp && (fs[i].op == WarpOp::mma || fs[i].op == WarpOp::ldmatrix)) aligned = fs[i].op;
+  }
+  if (aligned != WarpOp::sync) {
+    const char* name = aligned == WarpOp::mma ? "mma.sync" : "ldmatrix";
     bool all = hi - lo == 32 && live == 0xffffffffu;
-    for (size_t i = lo; i < hi && all; i++) all = fs[i].op == WarpOp::mma && fs[i].mask == 0xffffffffu;
+    for (size_t i = lo; i < hi && all; i++) all = fs[i].op == aligned && fs[i].mask == 0xffffffffu;
     if (!all) {
-      fail("mma.sync: warp " + std::to_string(w) + " is not converged (every one of its 32 lanes must execute it together)");
-    } else {
+      fail(std::string(name) + ": warp " + std::to_string(w) +
+           " is not converged (every one of its 32 lanes must execute it together)");
+    } else if (aligned == WarpOp::mma) {
       mma_bf16_m16n8k16(fs + lo);
+    } else if (!ldmatrix_m8n8(fs + lo)) {
+      fail("ldmatrix: the lanes of warp " + std::to_string(w) + " disagree on the matrix count or .trans");
     }
     for (size_t i = lo; i < hi; i++) {
       if (fs[i].wait == Wait::warp) fs[i].wait = Wait::none;
@@ -565,6 +608,7 @@ inline bool release_warp(unsigned w, size_t n) {
         break;
       case WarpOp::sync:
       case WarpOp::mma:  // resolved above
+      case WarpOp::ldmatrix:
         break;
     }
   }
@@ -1076,6 +1120,18 @@ inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize
 inline void hone_mma_bf16_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
   emu::MmaOperands o{d, a, b, c};
   emu::warp_exchange<uint64_t>(emu::WarpOp::mma, 0xffffffffu, uint64_t(reinterpret_cast<uintptr_t>(&o)), 0);
+}
+
+// hone_ldmatrix(d, num, trans, row) is the shim's ldmatrix.sync.aligned
+// .m8n8.x{num}[.trans].shared.b16 {d}, [row] (csrc/attention_flash.cu
+// writes the inline PTX under nvcc): this lane's 16-byte read of row is
+// recorded, then a warp-wide rendezvous and emu::ldmatrix_m8n8.
+inline void hone_ldmatrix(uint32_t* d, int num, bool trans, emu::sptr<uint32_t> row) {
+  const emu::Region* r = row.r;
+  if ((reinterpret_cast<uintptr_t>(row.p) & 15) != 0) emu::fail("ldmatrix: a row address not 16-byte aligned");
+  if (int(emu::self().lane) < 8 * num) emu::record(r, row.p, 16, emu::Access::read);
+  emu::LdmatrixOperands o{reinterpret_cast<const unsigned char*>(row.p), d, num, trans};
+  emu::warp_exchange<uint64_t>(emu::WarpOp::ldmatrix, 0xffffffffu, uint64_t(reinterpret_cast<uintptr_t>(&o)), 0);
 }
 
 inline unsigned __ballot_sync(unsigned mask, int pred) {
