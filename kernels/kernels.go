@@ -153,6 +153,11 @@ type Backend interface {
 	New(shape ...int) Tensor
 	// NewT allocates a zero-filled tensor of type dt.
 	NewT(dt DType, shape ...int) Tensor
+	// Empty allocates a tensor of type dt whose elements are undefined
+	// until written: for an output that the next operation sets whole (a
+	// device backend then skips the fill, one launch and a pass over the
+	// memory per tensor).
+	Empty(dt DType, shape ...int) Tensor
 	// Upload copies host data (len == product of shape) into a new float32
 	// tensor.
 	Upload(data []float32, shape ...int) Tensor

@@ -64,7 +64,7 @@ func (m *Model) baseMatMul(c, x, w kernels.Tensor, transW bool, beta float32) {
 		be.MatMul(c, x, w, false, transW, 1, beta)
 		return
 	}
-	xb := be.NewT(kernels.BF16, x.Shape()...)
+	xb := be.Empty(kernels.BF16, x.Shape()...)
 	be.Convert(xb, x)
 	be.MatMul(c, xb, w, false, transW, 1, beta)
 	be.Free(xb)
@@ -82,7 +82,7 @@ func (m *Model) headInput(act *Activations, x kernels.Tensor) kernels.Tensor {
 		be.RMSNorm(h, x, m.norm, eps)
 		return h
 	}
-	h := be.New(t, m.cfg.HiddenSize)
+	h := be.Empty(kernels.F32, t, m.cfg.HiddenSize)
 	defer be.Free(h)
 	be.RMSNorm(h, x, m.norm, eps)
 	hb := act.allocT(kernels.BF16, t, m.cfg.HiddenSize)

@@ -106,7 +106,16 @@ func (m *Model) checkBackward(act *Activations, dlogp [][]float32, g *Grads) ([]
 	return host, nil
 }
 
+// alloc makes a gradient the next operation sets whole (its contents are
+// undefined until then: kernels.Backend.Empty); zeros makes one that
+// operations accumulate into.
 func (w *bwd) alloc(shape ...int) kernels.Tensor {
+	t := w.m.be.Empty(kernels.F32, shape...)
+	w.tmp = append(w.tmp, t)
+	return t
+}
+
+func (w *bwd) zeros(shape ...int) kernels.Tensor {
 	t := w.m.be.New(shape...)
 	w.tmp = append(w.tmp, t)
 	return t
@@ -156,7 +165,7 @@ func (w *bwd) attention(l int, dx kernels.Tensor) {
 	qw, kw := cfg.NumHeads*cfg.HeadDim, cfg.NumKVHeads*cfg.HeadDim
 	dAtt := w.alloc(t, qw)
 	w.linear(dAtt, s.att, dx, l, ModO, false)
-	dqr, dkr, dv := w.alloc(t, qw), w.alloc(t, kw), w.alloc(t, kw)
+	dqr, dkr, dv := w.alloc(t, qw), w.zeros(t, kw), w.zeros(t, kw) // AttentionBackward adds to dk and dv
 	a := m.attn(0)
 	for _, sg := range b.segs {
 		view := func(x kernels.Tensor, width int) kernels.Tensor { return be.View(x, sg.off*width, sg.n, width) }

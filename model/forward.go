@@ -200,9 +200,9 @@ func (m *Model) runLogits(ctx context.Context, b *batch, rows []int32) (kernels.
 	for _, s := range b.segs {
 		s.cache.n = s.past + s.n
 	}
-	h := be.New(len(rows), cfg.HiddenSize)
-	hn := be.New(len(rows), cfg.HiddenSize)
-	logits := be.New(len(rows), cfg.VocabSize)
+	h := be.Empty(kernels.F32, len(rows), cfg.HiddenSize)
+	hn := be.Empty(kernels.F32, len(rows), cfg.HiddenSize)
+	logits := be.Empty(kernels.F32, len(rows), cfg.VocabSize)
 	drows := be.UploadIndex(rows)
 	defer func() { be.Free(h); be.Free(hn); be.FreeIndex(drows) }()
 	be.Embedding(h, x, drows)

@@ -197,7 +197,7 @@ func (m *Model) loraScratch(t int, a *Adapter) kernels.Tensor {
 	if a == nil {
 		return nil
 	}
-	return m.be.New(t * a.Rank)
+	return m.be.Empty(kernels.F32, t*a.Rank)
 }
 
 func freeIf(be kernels.Backend, t kernels.Tensor) {
@@ -206,12 +206,14 @@ func freeIf(be kernels.Backend, t kernels.Tensor) {
 	}
 }
 
+// alloc makes a saved activation: float32, its contents undefined
+// (kernels.Backend.Empty) until the operation that produces it sets it.
 func (act *Activations) alloc(shape ...int) kernels.Tensor {
 	return act.allocT(kernels.F32, shape...)
 }
 
 func (act *Activations) allocT(dt kernels.DType, shape ...int) kernels.Tensor {
-	t := act.m.be.NewT(dt, shape...)
+	t := act.m.be.Empty(dt, shape...)
 	act.owned = append(act.owned, t)
 	return t
 }
@@ -228,7 +230,7 @@ type layerScratch []kernels.Tensor
 
 func (sc *layerScratch) alloc(be kernels.Backend) func(shape ...int) kernels.Tensor {
 	return func(shape ...int) kernels.Tensor {
-		t := be.New(shape...)
+		t := be.Empty(kernels.F32, shape...)
 		*sc = append(*sc, t)
 		return t
 	}

@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"math"
+
+	"github.com/hone-rl/hone/kernels"
 )
 
 func (s *suite) memory(t T) {
@@ -24,6 +26,17 @@ func (s *suite) memory(t T) {
 	near(t, "copy", s.down(c), want, 0, 0)
 	z := s.be.New(3, 5)
 	near(t, "new is zero", s.down(z), make([]float64, 15), 0, 0)
+	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16} {
+		e := s.be.Empty(dt, 5, 3)
+		if got := e.Shape(); len(got) != 2 || got[0] != 5 || got[1] != 3 || e.Len() != 15 || e.DType() != dt {
+			t.Fatalf("empty %v: shape %v len %d dtype %v", dt, got, e.Len(), e.DType())
+		}
+		if dt == kernels.F32 {
+			s.be.Copy(e, z)
+			near(t, "empty, then written", s.down(e), make([]float64, 15), 0, 0)
+		}
+		s.be.Free(e)
+	}
 	s.be.Free(v)
 	s.be.Free(z)
 }

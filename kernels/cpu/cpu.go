@@ -135,6 +135,10 @@ func checkDType(dt kernels.DType) {
 // New implements kernels.Backend.
 func (b *Backend) New(shape ...int) kernels.Tensor { return b.NewT(kernels.F32, shape...) }
 
+// Empty implements kernels.Backend: a zeroed tensor (Go's allocation
+// clears it anyway).
+func (b *Backend) Empty(dt kernels.DType, shape ...int) kernels.Tensor { return b.NewT(dt, shape...) }
+
 // NewT implements kernels.Backend.
 func (b *Backend) NewT(dt kernels.DType, shape ...int) kernels.Tensor {
 	checkDType(dt)

@@ -234,6 +234,17 @@ func (b *Backend) NewT(dt kernels.DType, shape ...int) kernels.Tensor {
 	return t
 }
 
+// Empty implements kernels.Backend: no fill on the device (the emulated
+// build fills NaN bytes, so a read before a write shows in its tests).
+func (b *Backend) Empty(dt kernels.DType, shape ...int) kernels.Tensor {
+	checkDType(dt)
+	n := numel(shape)
+	t := &tensor{shape: append([]int(nil), shape...), n: n, bf16: dt == kernels.BF16}
+	b.call("empty", func(c *C.hone_ctx) C.int { return C.hone_malloc_empty(c, &t.ptr, C.size_t(dt.Size()*n)) })
+	t.failed = t.ptr == nil && n > 0
+	return t
+}
+
 // UploadT implements kernels.Backend: bf16 is rounded to nearest even on
 // the device.
 func (b *Backend) UploadT(dt kernels.DType, src []float32, shape ...int) kernels.Tensor {

@@ -69,6 +69,13 @@ func (b *Backend) NewT(dt kernels.DType, shape ...int) kernels.Tensor {
 	return b.be.NewT(dt, shape...)
 }
 
+// Empty allocates (memory).
+func (b *Backend) Empty(dt kernels.DType, shape ...int) kernels.Tensor {
+	s := b.r.begin(Memory)
+	defer b.r.end(s)
+	return b.be.Empty(dt, shape...)
+}
+
 // Upload copies to the device (memory).
 func (b *Backend) Upload(data []float32, shape ...int) kernels.Tensor {
 	s := b.r.begin(Memory)

@@ -58,6 +58,16 @@ int hone_malloc(hone_ctx* c, void** p, size_t bytes) {
   return check_cuda(c, "malloc", c->alloc.alloc(p, bytes));
 }
 
+int hone_malloc_empty(hone_ctx* c, void** p, size_t bytes) {
+  if (hone_malloc(c, p, bytes)) return -1;
+#ifdef HONE_CUDA_EMU
+  // Undefined contents made visible: 0xff bytes are NaN in float32 and bf16,
+  // so an operation that reads an element no one wrote shows in the tests.
+  if (bytes) return check_cuda(c, "empty", cudaMemsetAsync(*p, 0xff, bytes, c->stream));
+#endif
+  return 0;
+}
+
 int hone_free(hone_ctx* c, void* p) {
   if (!c->alloc.free(p)) return failed(c, "free", "pointer not allocated by this context");
   return 0;

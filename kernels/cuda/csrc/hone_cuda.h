@@ -38,6 +38,9 @@ void hone_set_chunk(hone_ctx* c, long elems);
  * hone_free returns a block to it, hone_trim gives the cached blocks back to
  * the device (before an engine wakes, say). */
 int hone_malloc(hone_ctx* c, void** p, size_t bytes);
+/* hone_malloc_empty is hone_malloc for memory the caller overwrites before
+ * reading (the emulated build fills it with NaN bytes so a read shows). */
+int hone_malloc_empty(hone_ctx* c, void** p, size_t bytes);
 int hone_free(hone_ctx* c, void* p);
 int hone_trim(hone_ctx* c);
 typedef struct {
