@@ -57,7 +57,7 @@ func (m *Model) backward(ctx context.Context, act *Activations, dlogp [][]float3
 	dx := w.alloc(t, cfg.HiddenSize)
 	be.RMSNormBackward(dx, w.baseGrad(func(b *Model) kernels.Tensor { return b.norm }), dh, act.xOut, m.norm, float32(cfg.RMSNormEps))
 	var recompute kernels.Tensor // LoRA scratch of a recomputed layer
-	if act.checkpointed {
+	if act.ckpt == CheckpointFull {
 		recompute = m.loraScratch(t, act.adapter)
 		defer freeIf(be, recompute)
 	}
@@ -66,15 +66,17 @@ func (m *Model) backward(ctx context.Context, act *Activations, dlogp [][]float3
 			return err
 		}
 		var sc layerScratch
-		if act.checkpointed {
-			m.trainLayer(l, act.layers[l].xIn, act, sc.alloc(be), sc.alloc(be), recompute)
+		switch act.ckpt {
+		case CheckpointFull:
+			al := sc.alloc(be)
+			m.trainLayer(l, act.layers[l].xIn, act, layerAlloc{cheap: al, kept: al, out: al}, recompute)
+		case CheckpointSelective:
+			m.recomputeCheap(l, act, sc.alloc(be))
 		}
 		w.mlp(l, dx)
 		w.attention(l, dx)
-		if act.checkpointed {
-			sc.free(be)
-			act.layers[l] = layerActs{xIn: act.layers[l].xIn}
-		}
+		sc.free(be)
+		act.layers[l] = act.ckpt.keep(act.layers[l])
 	}
 	if g.base != nil {
 		be.EmbeddingBackward(g.base.embed, dx, act.b.dids)

@@ -88,8 +88,8 @@ type Model struct {
 	lmHead kernels.Tensor // [V,H]; the same tensor as embed when tied
 	layers []layer
 	rope   kernels.RoPETable // cos/sin for positions [0, MaxPositions)
-	// checkpoint: ForwardTrain keeps layer inputs only (SetCheckpointing).
-	checkpoint bool
+	// checkpoint: what ForwardTrain keeps of each layer (SetCheckpointMode).
+	checkpoint Checkpointing
 	// autocast: GEMMs against bf16 base weights round their activation to
 	// bf16 (SetAutocast, autocast.go).
 	autocast bool

@@ -164,10 +164,12 @@ func TestTrainingLowersLoss(t *testing.T) {
 	}
 }
 
-// TestCheckpointingSameGradients: with activation checkpointing the loss,
-// the log-probabilities and every gradient (adapter and base) equal those
-// of the plain pass exactly (the recomputed layers run the same kernels on
-// the same inputs), and the pass keeps only the layers' inputs.
+// TestCheckpointingSameGradients: with full or selective activation
+// checkpointing the loss, the log-probabilities and every gradient (adapter
+// and base) equal those of the plain pass exactly (the recomputed tensors
+// come from the same kernels on the same inputs); full keeps only the
+// layers' inputs, selective keeps the GEMMs' and attention's outputs and
+// drops the norms', RoPE's and SwiGLU's.
 func TestCheckpointingSameGradients(t *testing.T) {
 	for _, arch := range []string{ArchQwen3, ArchLlama} {
 		t.Run(arch, func(t *testing.T) {
@@ -182,14 +184,18 @@ func TestCheckpointingSameGradients(t *testing.T) {
 			mask := [][]float32{{0, 1, 1, 1, 1, 0, 1, 1}, {1, 1, 1, 1}}
 			var losses []float64
 			var grads [][][]float32
-			for _, ck := range []bool{false, true} {
-				m.SetCheckpointing(ck)
+			modes := []Checkpointing{CheckpointOff, CheckpointFull, CheckpointSelective}
+			for _, ck := range modes {
+				m.SetCheckpointMode(ck)
 				loss, act, dlogp := maskedLoss(t, m, seqs, mask, a)
-				if ck {
-					for l, s := range act.layers {
-						if s.xIn == nil || s.h1 != nil || s.ac != nil || s.xMid != nil {
-							t.Fatalf("layer %d keeps more than its input", l)
-						}
+				for l, s := range act.layers {
+					switch {
+					case ck == CheckpointFull && (s.xIn == nil || s.h1 != nil || s.ac != nil || s.xMid != nil):
+						t.Fatalf("layer %d keeps more than its input", l)
+					case ck == CheckpointSelective && (s.h1 != nil || s.qr != nil || s.kr != nil || s.h2 != nil || s.ac != nil ||
+						s.xIn == nil || s.q == nil || s.k == nil || s.v == nil || s.att == nil || s.xMid == nil || s.gate == nil || s.up == nil):
+						t.Fatalf("layer %d: selective keeps xIn %v q %v att %v gate %v, drops h1 %v ac %v", l,
+							s.xIn != nil, s.q != nil, s.att != nil, s.gate != nil, s.h1 == nil, s.ac == nil)
 					}
 				}
 				g := m.NewGrads(a, true)
@@ -207,13 +213,15 @@ func TestCheckpointingSameGradients(t *testing.T) {
 				losses, grads = append(losses, loss), append(grads, gs)
 			}
 			m.SetCheckpointing(false)
-			if losses[0] != losses[1] {
-				t.Errorf("loss %v plain, %v checkpointed", losses[0], losses[1])
-			}
-			for i := range grads[0] {
-				for j := range grads[0][i] {
-					if grads[0][i][j] != grads[1][i][j] {
-						t.Fatalf("gradient %d element %d: %v plain, %v checkpointed", i, j, grads[0][i][j], grads[1][i][j])
+			for k := 1; k < len(modes); k++ {
+				if losses[0] != losses[k] {
+					t.Errorf("loss %v plain, %v with checkpointing mode %d", losses[0], losses[k], modes[k])
+				}
+				for i := range grads[0] {
+					for j := range grads[0][i] {
+						if grads[0][i][j] != grads[k][i][j] {
+							t.Fatalf("mode %d: gradient %d element %d: %v plain, %v checkpointed", modes[k], i, j, grads[0][i][j], grads[k][i][j])
+						}
 					}
 				}
 			}

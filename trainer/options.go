@@ -56,11 +56,16 @@ type Options struct {
 	// first and training is refused if it fails) or auto (cuda when built
 	// with it and a GPU answers, else cpu).
 	Backend string `yaml:"backend"`
-	// ActivationCheckpointing keeps only each layer's input in a forward
-	// pass and recomputes the layer before its backward (one extra forward
-	// per step, activations of one layer instead of all): on, off, or auto
-	// (the default: on for a GPU backend, where the memory plan assumes it;
-	// off on the CPU, where memory is rarely what limits a step).
+	// ActivationCheckpointing is what a forward pass keeps for the
+	// backward (model.Checkpointing): on keeps only each layer's input and
+	// recomputes the layer before its backward (one extra forward per step,
+	// activations of one layer instead of all); selective keeps what the
+	// GEMMs and attention produce and recomputes only norms, RoPE and
+	// SwiGLU (no GEMM runs twice; about 60% of the activations); off keeps
+	// everything; auto (the default) is selective on a GPU backend, or on
+	// where the memory plan finds that a micro-batch would not fit with
+	// selective, and off on the CPU, where memory is rarely what limits a
+	// step.
 	ActivationCheckpointing string `yaml:"activation_checkpointing"`
 	// EngineGPUShare is the gpu_memory_utilization of the engines on the
 	// trainer's GPU (0: none), which the memory plan of a GPU backend
@@ -93,20 +98,21 @@ func (o Options) AutocastOn(be string) bool {
 	return model.AutocastFor(o.Autocast, be != "cpu", o.WeightDTypeOn(be))
 }
 
-// CheckpointingOn reports whether passes on the backend named be use
-// activation checkpointing (Options.ActivationCheckpointing), as
-// LoadPolicy sets it.
-func (o Options) CheckpointingOn(be string) bool { return o.checkpointing(be) }
-
-// checkpointing reports whether passes on backend be checkpoint.
-func (o Options) checkpointing(be string) bool {
+// CheckpointMode is what passes on the backend named be keep
+// (Options.ActivationCheckpointing), as LoadPolicy sets it.
+func (o Options) CheckpointMode(be string) model.Checkpointing {
 	switch o.ActivationCheckpointing {
 	case "on":
-		return true
+		return model.CheckpointFull
 	case "off":
-		return false
+		return model.CheckpointOff
+	case "selective":
+		return model.CheckpointSelective
 	}
-	return be != "cpu"
+	if be == "cpu" {
+		return model.CheckpointOff
+	}
+	return model.CheckpointSelective
 }
 
 // Compute backends accepted by Options.Backend.
@@ -189,8 +195,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("autocast: %q, want auto, on or off", o.Autocast)
 	case o.EngineGPUShare < 0 || o.EngineGPUShare >= 1:
 		return fmt.Errorf("engine_gpu_share: %g, want [0, 1)", o.EngineGPUShare)
-	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off":
-		return fmt.Errorf("activation_checkpointing: %q, want auto, on or off", o.ActivationCheckpointing)
+	case o.ActivationCheckpointing != "auto" && o.ActivationCheckpointing != "on" && o.ActivationCheckpointing != "off" &&
+		o.ActivationCheckpointing != "selective":
+		return fmt.Errorf("activation_checkpointing: %q, want auto, on, selective or off", o.ActivationCheckpointing)
 	}
 	if err := o.ValidateBackend(); err != nil {
 		return err

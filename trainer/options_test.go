@@ -2,10 +2,10 @@ package trainer
 
 import (
 	"testing"
-
-	"github.com/hone-rl/hone/kernels"
 	"time"
 
+	"github.com/hone-rl/hone/kernels"
+	"github.com/hone-rl/hone/model"
 	"gopkg.in/yaml.v3"
 )
 
@@ -67,14 +67,15 @@ func TestDefaultOptionsValidate(t *testing.T) {
 	}
 }
 
-// TestCheckpointingChoice: auto checkpoints on a GPU backend only; on and
-// off decide alone.
+// TestCheckpointingChoice: auto checkpoints selectively on a GPU backend
+// only; on, selective and off decide alone.
 func TestCheckpointingChoice(t *testing.T) {
 	for _, c := range []struct {
 		opt, be string
-		want    bool
-	}{{"auto", "cpu", false}, {"auto", "cuda", true}, {"on", "cpu", true}, {"off", "cuda", false}} {
-		if got := (Options{ActivationCheckpointing: c.opt}).checkpointing(c.be); got != c.want {
+		want    model.Checkpointing
+	}{{"auto", "cpu", model.CheckpointOff}, {"auto", "cuda", model.CheckpointSelective}, {"on", "cpu", model.CheckpointFull},
+		{"off", "cuda", model.CheckpointOff}, {"selective", "cpu", model.CheckpointSelective}} {
+		if got := (Options{ActivationCheckpointing: c.opt}).CheckpointMode(c.be); got != c.want {
 			t.Errorf("%s on %s: %v", c.opt, c.be, got)
 		}
 	}

@@ -209,7 +209,7 @@ func LoadPolicy(modelDir string, be kernels.Backend, opts Options) (*Policy, err
 	if err != nil {
 		return nil, fmt.Errorf("load policy model: %w", err)
 	}
-	m.SetCheckpointing(opts.checkpointing(be.Name()))
+	m.SetCheckpointMode(opts.CheckpointMode(be.Name()))
 	m.SetAutocast(opts.AutocastOn(be.Name()))
 	if opts.Mode == ModeFull {
 		return NewPolicy(m, nil), nil

@@ -9,7 +9,7 @@
 //
 //	go run ./bench/gpu [-backend auto|cuda|emulated|cpu] [-tiny] [-tokens 2048] [-steps 3] [-peak-tflops F]
 //	                   [-config hone.yaml] [-weight-dtype auto|float32|bfloat16] [-autocast auto|on|off]
-//	                   [-checkpointing auto|on|off] [-compare] [-profile=false] [-shapes qwen3-0.6b,qwen3-8b]
+//	                   [-checkpointing auto|on|selective|off] [-compare] [-profile=false] [-shapes qwen3-0.6b,qwen3-8b]
 //	                   [-model DIR]
 //	make bench-gpu ARGS='...'
 //
@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	fs.StringVar(&o.configFile, "config", "", "hone's YAML config: its trainer: section (weight_dtype, autocast, activation_checkpointing, lora.rank) as hone serve --train reads it, with the HONE_* variables")
 	fs.StringVar(&o.weightDType, "weight-dtype", "", "base weights: auto, float32 or bfloat16 (default: trainer.weight_dtype, auto: bfloat16 on a GPU)")
 	fs.StringVar(&o.autocast, "autocast", "", "auto, on or off (default: trainer.autocast, auto: on with bf16 weights on a GPU)")
-	fs.StringVar(&o.checkpointing, "checkpointing", "", "activation checkpointing: auto, on or off (default: trainer.activation_checkpointing, auto: on on a GPU)")
+	fs.StringVar(&o.checkpointing, "checkpointing", "", "activation checkpointing: auto, on, selective or off (default: trainer.activation_checkpointing, auto: selective on a GPU)")
 	fs.BoolVar(&o.compare, "compare", false, "run every shape twice: float32 weights, then bf16 weights (autocast as set)")
 	fs.BoolVar(&o.profile, "profile", true, "after the timed steps, one more step timed per op class (CUDA events on a GPU)")
 	fs.StringVar(&o.shapes, "shapes", "", "comma-separated shapes to run: qwen3-0.6b, qwen3-8b (default: both)")
@@ -185,7 +185,7 @@ func trainerOptions(o options) (trainer.Options, error) {
 type setting struct {
 	weights    kernels.DType
 	autocast   bool
-	checkpoint bool
+	checkpoint model.Checkpointing
 }
 
 func (s setting) String() string {
@@ -193,8 +193,11 @@ func (s setting) String() string {
 	if s.autocast {
 		b += "+autocast"
 	}
-	if s.checkpoint {
+	switch s.checkpoint {
+	case model.CheckpointFull:
 		b += ", ckpt"
+	case model.CheckpointSelective:
+		b += ", sel. ckpt"
 	}
 	return b
 }
@@ -202,7 +205,7 @@ func (s setting) String() string {
 // settings resolves the options for the backend named be (what
 // trainer.LoadPolicy does), or both dtypes with -compare.
 func settings(t trainer.Options, be string, compare bool) []setting {
-	ckpt := t.CheckpointingOn(be)
+	ckpt := t.CheckpointMode(be)
 	if !compare {
 		return []setting{{t.WeightDTypeOn(be), t.AutocastOn(be), ckpt}}
 	}
@@ -326,8 +329,10 @@ func shapesOf(c *model.Config) memplan.Shapes {
 
 // memory estimates the bytes a LoRA step of s needs on the device as model/
 // runs it with st: the base weights in their dtype (norms float32), every
-// layer's activations kept for the backward or, with checkpointing, every
-// layer's input plus one layer's recomputed activations, one layer's
+// layer's activations kept for the backward or, with full checkpointing,
+// every layer's input plus one layer's recomputed activations (selective:
+// every layer's GEMM and attention outputs plus one layer's norms, RoPE and
+// SwiGLU outputs), one layer's
 // backward temporaries, the LoRA state (fp32 weights, gradients, AdamW
 // moments), the chunked log-prob's workspace (the backend's default chunk,
 // 2^24 logits), and autocast's bf16 copy of the widest GEMM operand plus
@@ -346,9 +351,13 @@ func memory(s memplan.Shapes, tokens, rank int, st setting) (fixed, perLayer int
 	}
 	fixed = emb + 4*h + acts /* one layer's backward temporaries */ + 4*(1<<24)
 	perLayer = layerWeights + lora + acts
-	if st.checkpoint {
+	switch st.checkpoint {
+	case model.CheckpointFull:
 		fixed += acts // the recomputed layer's activations
 		perLayer = layerWeights + lora + 4*h*t
+	case model.CheckpointSelective:
+		fixed += 4 * s.CheapFloatsPerToken() * t
+		perLayer = layerWeights + lora + 4*s.KeptFloatsPerToken()*t
 	}
 	switch {
 	case st.weights == kernels.BF16 && st.autocast:
@@ -538,7 +547,7 @@ func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir 
 		return 0, 0, nil, 0, err
 	}
 	defer m.Free()
-	m.SetCheckpointing(st.checkpoint)
+	m.SetCheckpointMode(st.checkpoint)
 	m.SetAutocast(st.autocast)
 	a, err := model.NewAdapter(m, "bench", model.AdapterConfig{Rank: rank, Alpha: float64(2 * rank)}, 1)
 	if err != nil {

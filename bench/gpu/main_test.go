@@ -26,8 +26,8 @@ func TestRun(t *testing.T) {
 		{args: nil, out: []string{"not measured: no GPU (backend cuda: backend unavailable: this hone was built without CUDA support"}},
 		{args: []string{"-backend", "cuda"}, out: []string{"not measured: no GPU"}},
 		{args: []string{"-backend", "emulated", "-tiny", "-steps", "1", "-tokens", "32"},
-			out: []string{"backend emulated/fast on the host (no GPU: no peak)", "tiny   bf16+autocast, ckpt  4/4     32", "MFU n/a",
-				"per op class, tiny (bf16+autocast, ckpt), 4 layers: one profiled step", "attention fwd", "attention bwd",
+			out: []string{"backend emulated/fast on the host (no GPU: no peak)", "tiny   bf16+autocast, sel. ckpt  4/4     32", "MFU n/a",
+				"per op class, tiny (bf16+autocast, sel. ckpt), 4 layers: one profiled step", "attention fwd", "attention bwd",
 				"GEMM", "norms", "LM head + logprob", "optimizer", "all classes (wall)"}},
 		{args: []string{"-backend", "cpu", "-tiny", "-steps", "1", "-tokens", "32"},
 			out: []string{"backend cpu", "tiny   f32 ", "-> on cpu: f32\n", "per op class"}},
@@ -112,7 +112,8 @@ func TestFitLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s8, s06 := shapesOf(qwen3Shape8B()), shapesOf(c06)
-	f32, gpuRun := setting{weights: kernels.F32}, setting{kernels.BF16, true, true}
+	f32, gpuRun := setting{weights: kernels.F32}, setting{kernels.BF16, true, model.CheckpointFull}
+	sel := setting{kernels.BF16, true, model.CheckpointSelective}
 	for _, tc := range []struct {
 		name     string
 		s        memplan.Shapes
@@ -128,6 +129,9 @@ func TestFitLayers(t *testing.T) {
 		{"8b bf16 ckpt on 40 GB", s8, gpuRun, 40e9, 36, 36},
 		{"8b bf16 ckpt on 16 GB", s8, gpuRun, 16e9, 10, 30},
 		{"0.6b bf16 ckpt on 8 GB", s06, gpuRun, 8e9, 28, 28},
+		{"8b bf16 selective on 80 GB", s8, sel, 80e9, 36, 36},
+		{"8b bf16 selective on 40 GB", s8, sel, 40e9, 36, 36},
+		{"8b bf16 selective on 24 GB", s8, sel, 24e9, 10, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, need := fitLayers(tc.s, 2048, 16, tc.set, tc.free)

@@ -171,8 +171,9 @@ func memoryPlan(cfgFile, modelDir string, gpuBytes int64, seqLen int, engineShar
 	if c.Trainer.WeightDTypeOn(backends.CUDA) == kernels.BF16 {
 		req.WeightBytes, req.Autocast = 2, c.Trainer.AutocastOn(backends.CUDA)
 	}
-	out := planOut{Model: modelDir, Request: req}
-	out.Plan, err = memplan.Make(req)
+	req.Selective = c.Trainer.CheckpointMode(backends.CUDA) == model.CheckpointSelective
+	plan, req, err := makePlan(req, c.Trainer.ActivationCheckpointing == "auto", 1)
+	out := planOut{Model: modelDir, Request: req, Plan: plan}
 	if err != nil {
 		out.Error = err.Error()
 	}

@@ -28,6 +28,24 @@ var gpuMemory = func() (int64, error) {
 	return int64(devs[0].Total), nil
 }
 
+// makePlan is memplan.Make, and with auto checkpointing (trainer
+// activation_checkpointing auto, which is selective on a GPU) the plan of
+// full checkpointing instead when selective's does not fit wantTokens per
+// micro-batch and full's holds more; the request returned is the one
+// planned.
+func makePlan(req memplan.Request, auto bool, wantTokens int64) (memplan.Plan, memplan.Request, error) {
+	p, err := memplan.Make(req)
+	if !auto || !req.Selective || (err == nil && p.MicroBatchTokens >= wantTokens) {
+		return p, req, err
+	}
+	full := req
+	full.Selective = false
+	if fp, ferr := memplan.Make(full); ferr == nil && (err != nil || fp.MicroBatchTokens > p.MicroBatchTokens) {
+		return fp, full, nil
+	}
+	return p, req, err
+}
+
 // fitMicroBatches sizes the trainer's micro-batches to the memory plan when
 // it trains on a GPU: trainer/memplan for the model in modelDir, LoRA rank,
 // the GPU's memory and the engines' share of it (trainer.engine_gpu_share).
@@ -58,7 +76,12 @@ func fitMicroBatches(opts *trainer.Options, be backends.Opened, modelDir string,
 		req.WeightBytes = 2
 		req.Autocast = opts.AutocastOn(be.Name)
 	}
-	p, err := memplan.Make(req)
+	req.Selective = opts.CheckpointMode(be.Name) == model.CheckpointSelective
+	p, req, err := makePlan(req, opts.ActivationCheckpointing == "auto", int64(opts.MicroBatchTokens))
+	if !req.Selective && opts.CheckpointMode(be.Name) == model.CheckpointSelective {
+		log.Info("trainer memory plan: full activation checkpointing (selective would not fit a micro-batch)")
+		opts.ActivationCheckpointing = "on"
+	}
 	if err != nil || p.MicroBatchTokens < 1 {
 		return fmt.Errorf("trainer memory plan: refusing to train: the base weights (%d bytes each) and LoRA state need %.1f GB "+
 			"before any token, the trainer has %.1f GB of the GPU's %.1f GB (engines at %.2f; lower "+
@@ -71,6 +94,6 @@ func fitMicroBatches(opts *trainer.Options, be backends.Opened, modelDir string,
 		opts.MicroBatchTokens = int(p.MicroBatchTokens)
 	}
 	log.Info("trainer memory plan", "gpu_bytes", gpuBytes, "budget", p.Budget, "micro_batch_tokens", opts.MicroBatchTokens,
-		"plan_tokens", p.MicroBatchTokens, "autocast", req.Autocast)
+		"plan_tokens", p.MicroBatchTokens, "autocast", req.Autocast, "selective_checkpointing", req.Selective)
 	return nil
 }

@@ -18,8 +18,8 @@ import (
 // base weights and autocast, so its attention runs the tensor-core kernels
 // (attention_flash.cu) on the fast variant: three packed sequences (70, 25
 // and 9 tokens: several row blocks and key tiles, segments at offsets
-// within the batch's tensors), with or without activation checkpointing.
-func flashStep(t *testing.T, be kernels.Backend, checkpoint bool) (float64, []float32) {
+// within the batch's tensors), in each activation checkpointing mode.
+func flashStep(t *testing.T, be kernels.Backend, checkpoint model.Checkpointing) (float64, []float32) {
 	t.Helper()
 	cfg := &model.Config{Architecture: model.ArchQwen3, VocabSize: 61, HiddenSize: 128, IntermediateSize: 96,
 		NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, MaxPositions: 128, RMSNormEps: 1e-6,
@@ -32,7 +32,7 @@ func flashStep(t *testing.T, be kernels.Backend, checkpoint bool) (float64, []fl
 		t.Fatal(err)
 	}
 	m.SetAutocast(true)
-	m.SetCheckpointing(checkpoint)
+	m.SetCheckpointMode(checkpoint)
 	a, err := model.NewAdapter(m, "a", model.AdapterConfig{Rank: 4, Alpha: 8}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestFlashAttentionLoRAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, checkpoint := range []bool{false, true} {
+	for _, checkpoint := range []model.Checkpointing{model.CheckpointOff, model.CheckpointFull, model.CheckpointSelective} {
 		wantLoss, want := flashStep(t, ref, checkpoint)
 		for _, v := range Variants() {
 			be, err := NewEmulated(v)
@@ -121,14 +121,14 @@ func TestFlashAttentionLoRAStep(t *testing.T) {
 			loss, got := flashStep(t, be, checkpoint)
 			be.Close()
 			el, eg := math.Abs(loss-wantLoss)/math.Abs(wantLoss), relDiff(got, want)
-			t.Logf("%s, checkpointing %v: loss %.7g (cpu %.7g, relative %.2g), gradients relative %.2g", v, checkpoint,
+			t.Logf("%s, checkpointing mode %d: loss %.7g (cpu %.7g, relative %.2g), gradients relative %.2g", v, checkpoint,
 				loss, wantLoss, el, eg)
 			lossTol, gradTol := 1e-3, 1e-2
 			if v == "readable" {
 				lossTol, gradTol = 1e-5, 4e-3
 			}
 			if !(el <= lossTol) || !(eg <= gradTol) {
-				t.Errorf("%s, checkpointing %v: loss relative %.2g (tolerance %g), gradients %.2g (tolerance %g)", v,
+				t.Errorf("%s, checkpointing mode %d: loss relative %.2g (tolerance %g), gradients %.2g (tolerance %g)", v,
 					checkpoint, el, lossTol, eg, gradTol)
 			}
 		}

@@ -2,9 +2,10 @@
 // beside an inference engine, and how many tokens one micro-batch may hold.
 //
 // It is arithmetic from the model's shapes (the plan in kernels/cuda/DESIGN.md),
-// not a measurement: no GPU has run hone's CUDA backend yet. It assumes per-layer
-// activation checkpointing (the layer inputs are kept, one layer's activations
-// are recomputed for its backward) and tiled attention (no seq x seq scores).
+// not a measurement. It assumes activation checkpointing, full (the layer
+// inputs are kept, one layer's activations are recomputed for its backward)
+// or selective (Request.Selective), and tiled attention (no seq x seq
+// scores).
 package memplan
 
 import "fmt"
@@ -39,6 +40,11 @@ type Request struct {
 	// copy instead (kernels/cuda's exact mode). Neither applies to fp32
 	// weights.
 	Autocast bool
+	// Selective is model.CheckpointSelective: every layer keeps its GEMMs'
+	// and attention's outputs (KeptFloatsPerToken) and recomputes the rest
+	// (CheapFloatsPerToken) one layer at a time; false plans full
+	// checkpointing (each layer's input kept).
+	Selective bool
 }
 
 // Plan is the trainer's memory budget and what it spends it on, in bytes.
@@ -48,7 +54,7 @@ type Plan struct {
 	Budget          int64 // GPU less the engine's share less the CUDA context
 	BaseWeights     int64 // WeightBytes per parameter (bf16 by default)
 	LoRAState       int64 // fp32 params + grads + AdamW m, v
-	Checkpoints     int64 // layer inputs for SeqLen tokens, fp32
+	Checkpoints     int64 // what every layer keeps for SeqLen tokens, fp32 (its input, or selective's kept tensors)
 	LayerActs       int64 // one layer's recomputed activations for SeqLen tokens
 	BackwardScratch int64 // bounded by LayerActs
 	LogProbChunk    int64
@@ -96,6 +102,20 @@ func (s Shapes) ActFloatsPerToken() int64 {
 	return 4*int64(s.Hidden) + 3*int64(s.Heads*s.HeadDim) + 3*int64(s.KVHeads*s.HeadDim) + 3*int64(s.MLP)
 }
 
+// KeptFloatsPerToken is what selective checkpointing keeps of one layer per
+// token: two hidden-sized (xIn, xMid), two query-sized (q, att), two
+// KV-sized (k, v), two MLP-sized (gate, up) and the attention's
+// log-sum-exp (one per head); 43,040 for Qwen3-8B.
+func (s Shapes) KeptFloatsPerToken() int64 {
+	return 2*int64(s.Hidden) + 2*int64(s.Heads*s.HeadDim) + 2*int64(s.KVHeads*s.HeadDim) + 2*int64(s.MLP) + int64(s.Heads)
+}
+
+// CheapFloatsPerToken is what selective checkpointing recomputes of one
+// layer per token: h1, h2, qr, kr and SwiGLU's output.
+func (s Shapes) CheapFloatsPerToken() int64 {
+	return 2*int64(s.Hidden) + int64(s.Heads*s.HeadDim) + int64(s.KVHeads*s.HeadDim) + int64(s.MLP)
+}
+
 // MaxGEMMWidth is the widest activation operand of a GEMM against a base
 // weight, per token: the input of a projection (hidden, the attention
 // output, the MLP activation) in the forward, or the output gradient in
@@ -137,6 +157,10 @@ func Make(r Request) (Plan, error) {
 	p.LogProbChunk = 4 * chunk
 	ckpt := 4 * int64(s.Hidden) * int64(s.Layers)
 	acts := 4 * p.ActFloatsPerTokenLayer
+	if r.Selective {
+		ckpt = 4 * s.KeptFloatsPerToken() * int64(s.Layers)
+		acts = 4 * s.CheapFloatsPerToken()
+	}
 	var cast int64
 	switch {
 	case wb == 2 && r.Autocast:

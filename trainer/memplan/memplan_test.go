@@ -103,3 +103,28 @@ func TestGEMMTemporaries(t *testing.T) {
 		})
 	}
 }
+
+// TestSelectivePlan: selective checkpointing keeps 43,040 floats per token
+// and layer of Qwen3-8B (xIn, xMid, q, att, k, v, gate, up and the
+// attention's log-sum-exp) for every layer, and recomputes 25,600 (h1, h2,
+// qr, kr, SwiGLU's output) for one layer at a time: a 2048-token step fits
+// 40 GB, an 8192-token one does not fit beside an engine at 0.45 of 80 GB.
+func TestSelectivePlan(t *testing.T) {
+	if k, c := qwen3_8B.KeptFloatsPerToken(), qwen3_8B.CheapFloatsPerToken(); k != 43040 || c != 25600 {
+		t.Fatalf("kept %d, cheap %d floats per token and layer", k, c)
+	}
+	p, err := Make(Request{Model: qwen3_8B, Rank: 16, SeqLen: 2048, GPUBytes: 40e9, Autocast: true, Selective: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(4 * 43040 * 36 * 2048); p.Checkpoints != want || p.LayerActs != 4*25600*2048 {
+		t.Errorf("checkpoints %d (want %d), layer acts %d", p.Checkpoints, want, p.LayerActs)
+	}
+	if gb(p.Total) > 32 || gb(p.Total) < 28 {
+		t.Errorf("total %.1f GB, want 28..32", gb(p.Total))
+	}
+	if _, err := Make(Request{Model: qwen3_8B, Rank: 16, SeqLen: 8192, GPUBytes: 80e9, EngineUtilization: 0.45, Autocast: true,
+		Selective: true}); err == nil {
+		t.Error("an 8192-token selective step fit beside an engine at 0.45 of 80 GB")
+	}
+}
