@@ -49,6 +49,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,6 +63,31 @@ import (
 	"github.com/hone-rl/hone/trainer/gpu"
 	"github.com/hone-rl/hone/trainer/memplan"
 )
+
+// startCPUProfile starts the -cpuprofile profile unless it is unset or
+// taken (one run profiles the first shape's timed steps); the function it
+// returns stops it.
+func startCPUProfile(o options) (func(), error) {
+	if o.cpuProfile == "" || cpuProfiled {
+		return func() {}, nil
+	}
+	cpuProfiled = true
+	f, err := os.Create(o.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// cpuProfiled is set once -cpuprofile has started.
+var cpuProfiled bool
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -98,6 +124,7 @@ type options struct {
 	profile                              bool
 	modelDir                             string
 	shapes                               string   // comma-separated names ("" = all)
+	cpuProfile                           string   // -cpuprofile: the host's CPU profile of the first shape's timed steps
 	env                                  []string // HONE_* variables (os.Environ(); tests set their own)
 }
 
@@ -118,6 +145,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	fs.BoolVar(&o.compare, "compare", false, "run every shape twice: float32 weights, then bf16 weights (autocast as set)")
 	fs.BoolVar(&o.profile, "profile", true, "after the timed steps, one more step timed per op class (CUDA events on a GPU)")
 	fs.StringVar(&o.shapes, "shapes", "", "comma-separated shapes to run: qwen3-0.6b, qwen3-8b (default: both)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the host's CPU profile (pprof) of the first shape's timed steps to this file: where the host's time per op goes")
 	fs.StringVar(&o.modelDir, "model", "", "a model folder (config.json + safetensors) to load, in the weights' dtype, instead of the shapes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -607,13 +635,19 @@ func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir 
 	if err := step(1); err != nil {
 		return 0, 0, nil, 0, err
 	}
+	stopProfile, err := startCPUProfile(o)
+	if err != nil {
+		return 0, 0, nil, 0, err
+	}
 	start := time.Now()
 	for i := 0; i < o.steps; i++ {
 		if err := step(i + 2); err != nil {
+			stopProfile()
 			return 0, 0, nil, 0, err
 		}
 	}
 	stepSec = time.Since(start).Seconds() / float64(o.steps)
+	stopProfile()
 	if !o.profile {
 		return stepSec, initSec, nil, 0, nil
 	}
