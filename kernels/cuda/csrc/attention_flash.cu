@@ -471,13 +471,19 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   }
 }
 
-// attention_flash_dkdv<D>: grid (key blocks, kv heads); adds to dk and dv
-// the gradients of the block's 64 keys over every row (query, head of the
-// group) that sees them.
+// attention_flash_dkdv<D>: grid (key blocks, kv heads, row splits): the
+// gradients of the block's 64 keys over its split's share of the rows
+// (query, head of the group) that see them. One split (gridDim.z == 1)
+// adds them to dk and dv; with several, split z stores its part at
+// part_k, part_v + z * keys * kw (every element, zeros where it has no
+// rows) and attention_flash_sum_parts adds the parts in split order, so
+// the key blocks that every row sees (the first ones, under the causal
+// mask) no longer run alone at the end of the grid.
 template <int D>
-__global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, float* dv, const float* stats,
-                                                                  const uint16_t* dout, const uint16_t* q,
-                                                                  const uint16_t* k, const uint16_t* v, Shape a) {
+__global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, float* dv, float* part_k, float* part_v,
+                                                                  const float* stats, const uint16_t* dout,
+                                                                  const uint16_t* q, const uint16_t* k,
+                                                                  const uint16_t* v, Shape a) {
   constexpr int SW = Stride<D>, KS = D / 16, NT = D / 8, TW = kTile * SW;
   HONE_DYNAMIC_SHARED(uint32_t, smem);
   auto ks = smem;           // [64][SW] the block's keys
@@ -513,11 +519,19 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
   long kj[2];  // this thread's keys (rows warp*16 + g and + 8 of the block)
   HONE_UNROLL
   for (int x = 0; x < 2; x++) kj[x] = j0 + warp * 16 + g + 8 * x;
-  // The first query that sees key j0 is j0 - past.
+  // The first query that sees key j0 is j0 - past; the split takes an
+  // equal share of the row tiles from there.
   const long i_first = j0 - a.past > 0 ? j0 - a.past : 0;
-  row_tile(i_first * a.group, 0);  // its copies join the group of the keys and values
-  for (long R0 = i_first * a.group, it = 0; R0 < rows; R0 += kTile, it++) {
-    if (R0 + kTile < rows) {
+  const long tiles = ceil_div(rows - i_first * a.group, kTile), per = ceil_div(tiles, long(gridDim.z));
+  const long r_begin = i_first * a.group + long(blockIdx.z) * per * kTile;
+  const long r_end = r_begin + per * kTile < rows ? r_begin + per * kTile : rows;
+  if (r_begin < r_end) {
+    row_tile(r_begin, 0);  // its copies join the group of the keys and values
+  } else {
+    cp_commit();
+  }
+  for (long R0 = r_begin, it = 0; R0 < r_end; R0 += kTile, it++) {
+    if (R0 + kTile < r_end) {
       row_tile(R0 + kTile, int((it + 1) & 1));
       cp_wait<1>();
     } else {
@@ -568,19 +582,43 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
     }
     __syncthreads();  // before the next iteration's copies overwrite this stage
   }
+  cp_wait<0>();  // a split without rows still waits for its key and value copies
+  const bool parts = gridDim.z > 1;
+  const long off = parts ? long(blockIdx.z) * keys * a.kw : 0;
   HONE_UNROLL
   for (int x = 0; x < 2; x++) {
     if (kj[x] >= keys) continue;
-    float* dkr = dk + kj[x] * a.kw + long(kvh) * D;
-    float* dvr = dv + kj[x] * a.kw + long(kvh) * D;
+    float* dkr = (parts ? part_k + off : dk) + kj[x] * a.kw + long(kvh) * D;
+    float* dvr = (parts ? part_v + off : dv) + kj[x] * a.kw + long(kvh) * D;
     HONE_UNROLL
     for (int nt = 0; nt < NT; nt++) {
       HONE_UNROLL
       for (int e = 0; e < 2; e++) {
-        dkr[nt * 8 + 2 * tg + e] += dka[nt][2 * x + e] * a.scale;
-        dvr[nt * 8 + 2 * tg + e] += dva[nt][2 * x + e];
+        const int c = nt * 8 + 2 * tg + e;
+        if (parts) {
+          dkr[c] = dka[nt][2 * x + e] * a.scale;
+          dvr[c] = dva[nt][2 * x + e];
+        } else {
+          dkr[c] += dka[nt][2 * x + e] * a.scale;
+          dvr[c] += dva[nt][2 * x + e];
+        }
       }
     }
+  }
+}
+
+// attention_flash_sum_parts: dst[e] += sum over the splits s, in order, of
+// part[s * n + e], for dk and dv (n = keys * kw).
+__global__ void attention_flash_sum_parts(float* dk, float* dv, const float* part_k, const float* part_v, long n,
+                                          int splits) {
+  for (long e = long(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += long(gridDim.x) * blockDim.x) {
+    float sk = 0, sv = 0;
+    for (int z = 0; z < splits; z++) {
+      sk += part_k[z * n + e];
+      sv += part_v[z * n + e];
+    }
+    dk[e] += sk;
+    dv[e] += sv;
   }
 }
 
@@ -627,6 +665,23 @@ inline bool fast(hone_ctx* c, int head_dim) {
   return c->variant == hone_variant_fast && (head_dim == 64 || head_dim == 128);
 }
 
+// Temp is device memory from the context's caching allocator for one call.
+struct Temp {
+  hone_ctx* c;
+  void* p = nullptr;
+  explicit Temp(hone_ctx* c_) : c(c_) {}
+  float* get(size_t floats, const char* op) { return static_cast<float*>(bytes(floats * sizeof(float), op)); }
+  void* bytes(size_t n, const char* op) {
+    if (check_cuda(c, op, c->alloc.alloc(&p, n))) return nullptr;
+    return p;
+  }
+  ~Temp() {
+    if (p) c->alloc.free(p);
+  }
+  Temp(const Temp&) = delete;
+  Temp& operator=(const Temp&) = delete;
+};
+
 constexpr size_t tiles_bytes(int head_dim, int tiles) { return size_t(tiles) * kTile * (head_dim / 2 + 4) * 4; }
 
 // smem_limit lets kernel take bytes of dynamic shared memory (over the
@@ -646,6 +701,16 @@ int forward(hone_ctx* c, float* out, float* lse, const uint16_t* q, const uint16
   return check_launch(c, "attention bf16");
 }
 
+// dkdv_splits is how many row splits the dK/dV pass takes: enough blocks
+// for about four waves of two per multiprocessor, no more than the row
+// tiles (a split of none only writes zeros), at most 8.
+inline int dkdv_splits(hone_ctx* c, long blocks, long row_tiles) {
+  const long want = ceil_div(8L * c->sm_count, blocks > 0 ? blocks : 1);
+  long s = want < 8 ? want : 8;
+  if (s > row_tiles) s = row_tiles;
+  return s < 1 ? 1 : int(s);
+}
+
 template <int D>
 int backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* stats, const uint16_t* dout,
              const uint16_t* q, const uint16_t* k, const uint16_t* v, const Shape& a) {
@@ -657,27 +722,24 @@ int backward(hone_ctx* c, float* dq, float* dk, float* dv, const float* stats, c
   // The keys and values, then two stages of a row tile and its statistics.
   const size_t smem = tiles_bytes(D, 6) + 2 * 2 * kTile * sizeof(float);
   if (smem_limit(c, attention_flash_dkdv<D>, smem, "attention bf16 backward dk dv")) return -1;
-  const dim3 kgrid(unsigned(ceil_div(a.past + a.n, kBlock)), unsigned(a.kv_heads));
-  HONE_LAUNCH(attention_flash_dkdv<D>, kgrid, kThreads, smem, c->stream, dk, dv, stats, dout, q, k, v, a);
-  return check_launch(c, "attention bf16 backward dk dv");
+  const long kblocks = ceil_div(a.past + a.n, kBlock), n = (a.past + a.n) * a.kw;
+  const int splits = dkdv_splits(c, kblocks * a.kv_heads, ceil_div(a.n * a.group, kTile));
+  Temp tp(c);
+  float *part_k = nullptr, *part_v = nullptr;
+  if (splits > 1) {
+    part_k = tp.get(size_t(2 * splits * n), "attention bf16 backward dk dv");
+    if (!part_k) return -1;
+    part_v = part_k + splits * n;
+  }
+  const dim3 kgrid(unsigned(kblocks), unsigned(a.kv_heads), unsigned(splits));
+  HONE_LAUNCH(attention_flash_dkdv<D>, kgrid, kThreads, smem, c->stream, dk, dv, part_k, part_v, stats, dout, q, k, v,
+              a);
+  if (check_launch(c, "attention bf16 backward dk dv")) return -1;
+  if (splits == 1) return 0;
+  HONE_LAUNCH(attention_flash_sum_parts, grid_for(n, 256), 256, 0, c->stream, dk, dv, part_k, part_v, n, splits);
+  return check_launch(c, "attention bf16 backward dk dv sum");
 }
 
-// Temp is device memory from the context's caching allocator for one call.
-struct Temp {
-  hone_ctx* c;
-  void* p = nullptr;
-  explicit Temp(hone_ctx* c_) : c(c_) {}
-  float* get(size_t floats, const char* op) { return static_cast<float*>(bytes(floats * sizeof(float), op)); }
-  void* bytes(size_t n, const char* op) {
-    if (check_cuda(c, op, c->alloc.alloc(&p, n))) return nullptr;
-    return p;
-  }
-  ~Temp() {
-    if (p) c->alloc.free(p);
-  }
-  Temp(const Temp&) = delete;
-  Temp& operator=(const Temp&) = delete;
-};
 
 // to_bf16 returns x (n floats) rounded to bf16, in t.
 inline const uint16_t* to_bf16(hone_ctx* c, Temp& t, const float* x, long n, const char* op) {

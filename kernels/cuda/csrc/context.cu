@@ -17,6 +17,7 @@ int hone_create(hone_ctx** out, int device, int variant, char* err, size_t errle
   if (e == cudaSuccess && device >= count) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) e = cudaSetDevice(device);
   if (e == cudaSuccess) e = cudaStreamCreate(&c->stream);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) {
     snprintf(err, errlen, "device %d of %d: %s", device, count, cudaGetErrorString(e));
     delete c;

@@ -32,6 +32,8 @@ struct hone_ctx {
   hone::Allocator alloc;
   // Logits per hone_token_logprobs chunk.
   long chunk_elems = 1L << 24;
+  // The device's multiprocessors (kernels that size their grid by it).
+  int sm_count = 1;
   char err[512] = {0};
 };
 

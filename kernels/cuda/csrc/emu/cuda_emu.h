@@ -1240,6 +1240,15 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
   return cudaSuccess;
 }
+// cudaDeviceGetAttribute: the multiprocessor count only, 1 here (so that
+// kernels sized by it split their work on the tests' small shapes, and
+// still run several tiles per block).
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int device) {
+  if (attr != cudaDevAttrMultiProcessorCount || device != 0) return cudaErrorInvalidValue;
+  *v = 1;
+  return cudaSuccess;
+}
 // cudaMalloc allocates exactly bytes (256-byte aligned, as the device
 // aligns), so under AddressSanitizer a kernel that reads or writes past the
 // end of its buffer is caught at the first byte.
