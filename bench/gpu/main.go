@@ -608,6 +608,9 @@ func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir 
 	for i := range mask[0] {
 		mask[0][i] = 1
 	}
+	// Listed once: each listing formats every tensor's name (the trainer
+	// lists them once per step too).
+	params, grads := a.Params(), g.Adapter()
 	step := func(n int) error {
 		act, err := m.ForwardTrain(ctx, [][]int32{seq}, a)
 		if err != nil {
@@ -622,11 +625,11 @@ func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir 
 		if err := m.Backward(ctx, act, dlogp, g); err != nil {
 			return err
 		}
-		for i, p := range a.Params() {
-			be.AdamWStep(p.Tensor, g.Adapter()[i].Tensor, moments[i][0], moments[i][1],
+		for i, gp := range grads {
+			be.AdamWStep(params[i].Tensor, gp.Tensor, moments[i][0], moments[i][1],
 				kernels.AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: n})
 		}
-		be.SumSquares(a.Params()[0].Tensor) // waits for the device
+		be.SumSquares(params[0].Tensor) // waits for the device
 		if err := be.Err(); err != nil {
 			return fmt.Errorf("step %d: %w", n, err)
 		}
