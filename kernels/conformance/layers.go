@@ -21,22 +21,28 @@ func refRMSNorm(x, w []float64, width int, eps float64) []float64 {
 	return out
 }
 
+// rmsnorm: rows short enough for a device's warp-per-row kernels (9 rows:
+// a partial block of them) and wider ones.
 func (s *suite) rmsnorm(t T) {
-	const n, width, eps = 7, 48, 1e-6
-	x, w, dy, dw0 := s.randn(n*width), s.randn(width), s.randn(n*width), s.randn(width)
-	out := s.poisoned(n, width)
-	s.be.RMSNorm(out, s.up(x, n, width), s.up(w, width), eps)
-	near(t, "rmsnorm", s.down(out), refRMSNorm(f64(x), f64(w), width, eps), 1e-5, 1e-5)
+	for _, sh := range [][2]int{{9, 48}, {3, 600}} {
+		n, width := sh[0], sh[1]
+		const eps = 1e-6
+		x, w, dy, dw0 := s.randn(n*width), s.randn(width), s.randn(n*width), s.randn(width)
+		out := s.poisoned(n, width)
+		s.be.RMSNorm(out, s.up(x, n, width), s.up(w, width), eps)
+		what := name("rmsnorm %dx%d", n, width)
+		near(t, what, s.down(out), refRMSNorm(f64(x), f64(w), width, eps), 1e-5, 1e-5)
 
-	dx, dw := s.poisoned(n, width), s.up(dw0, width)
-	s.be.RMSNormBackward(dx, dw, s.up(dy, n, width), s.up(x, n, width), s.up(w, width), eps)
-	xf, wf, dyf := f64(x), f64(w), f64(dy)
-	near(t, "rmsnorm dx", s.down(dx), numGrad(func(v []float64) float64 {
-		return dotf(dyf, refRMSNorm(v, wf, width, eps))
-	}, xf), 1e-4, 1e-4)
-	near(t, "rmsnorm dw", s.down(dw), addInto(dw0, numGrad(func(v []float64) float64 {
-		return dotf(dyf, refRMSNorm(xf, v, width, eps))
-	}, wf)), 1e-4, 1e-4)
+		dx, dw := s.poisoned(n, width), s.up(dw0, width)
+		s.be.RMSNormBackward(dx, dw, s.up(dy, n, width), s.up(x, n, width), s.up(w, width), eps)
+		xf, wf, dyf := f64(x), f64(w), f64(dy)
+		near(t, what+" dx", s.down(dx), numGrad(func(v []float64) float64 {
+			return dotf(dyf, refRMSNorm(v, wf, width, eps))
+		}, xf), 1e-4, 1e-4)
+		near(t, what+" dw", s.down(dw), addInto(dw0, numGrad(func(v []float64) float64 {
+			return dotf(dyf, refRMSNorm(xf, v, width, eps))
+		}, wf)), 1e-4, 1e-4)
+	}
 }
 
 func refRoPE(x []float64, pos []int32, width, hd int, theta float64) []float64 {

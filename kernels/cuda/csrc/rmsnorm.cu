@@ -1,7 +1,9 @@
 // rmsnorm.cu: out[i,:] = x[i,:] / sqrt(mean(x[i,:]^2) + eps) * w, and its
 // backward. Readable kernels use one thread per row; fast ones one block per
 // row with a block reduction (coalesced loads, width/blockDim work per
-// thread).
+// thread), or for rows of at most kWarpRow values (q/k norm's heads) one
+// warp per row, eight rows per block (a block per 128-value row left half
+// its threads idle and paid a block reduction per row).
 #include "hone_cuda.h"
 #include "internal.cuh"
 
@@ -28,6 +30,21 @@ __global__ void rmsnorm_kernel2(float* out, const float* x, const float* w, long
   ss = block_sum(ss);
   const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
   for (long j = threadIdx.x; j < width; j += blockDim.x) out[row * width + j] = xr[j] * r * w[j];
+}
+
+constexpr long kWarpRow = 512;
+
+// rmsnorm_kernel3 (fast, short rows): one warp per row.
+__global__ void rmsnorm_kernel3(float* out, const float* x, const float* w, long rows, long width, float eps) {
+  const long row = long(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // a whole warp: the shuffles below stay converged
+  const float* xr = x + row * width;
+  double ss = 0;
+  for (long j = lane; j < width; j += 32) ss += double(xr[j]) * xr[j];
+  ss = warp_sum(ss);
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
+  for (long j = lane; j < width; j += 32) out[row * width + j] = xr[j] * r * w[j];
 }
 
 // With r = 1/sqrt(mean(x^2)+eps) and y_j = x_j r w_j:
@@ -71,6 +88,26 @@ __global__ void rmsnorm_backward_kernel2(float* dx, float* rstd, const float* dy
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
+// rmsnorm_backward_kernel3 (fast, short rows): one warp per row.
+__global__ void rmsnorm_backward_kernel3(float* dx, float* rstd, const float* dy, const float* x, const float* w,
+                                         long rows, long width, float eps) {
+  const long row = long(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float *xr = x + row * width, *dyr = dy + row * width;
+  double ss = 0, dot = 0;
+  for (long j = lane; j < width; j += 32) {
+    ss += double(xr[j]) * xr[j];
+    dot += double(dyr[j] * w[j]) * xr[j];
+  }
+  ss = warp_sum(ss);
+  dot = warp_sum(dot);
+  const float r = float(1.0 / sqrt(ss / double(width) + double(eps)));
+  const float k = float(dot / double(width)) * r * r * r;
+  for (long j = lane; j < width; j += 32) dx[row * width + j] = r * w[j] * dyr[j] - xr[j] * k;
+  if (lane == 0) rstd[row] = r;
+}
+
 // rmsnorm_dw_kernel: one thread per column sums over the rows in order.
 __global__ void rmsnorm_dw_kernel(float* dw, const float* rstd, const float* dy, const float* x, long rows,
                                   long width) {
@@ -92,6 +129,8 @@ int hone_rmsnorm(hone_ctx* c, float* out, const float* x, const float* w, long r
   if (rows == 0) return 0;
   if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(rmsnorm_kernel1, unsigned(ceil_div(rows, 64)), 64, 0, c->stream, out, x, w, rows, width, eps);
+  } else if (width <= kWarpRow) {
+    HONE_LAUNCH(rmsnorm_kernel3, unsigned(ceil_div(rows, 8)), 256, 0, c->stream, out, x, w, rows, width, eps);
   } else {
     HONE_LAUNCH(rmsnorm_kernel2, unsigned(rows), 256, 0, c->stream, out, x, w, rows, width, eps);
   }
@@ -107,6 +146,9 @@ int hone_rmsnorm_backward(hone_ctx* c, float* dx, float* dw, const float* dy, co
   float* rstd = ws.take<float>(rows);
   if (c->variant == hone_variant_readable) {
     HONE_LAUNCH(rmsnorm_backward_kernel1, unsigned(ceil_div(rows, 64)), 64, 0, c->stream, dx, rstd, dy, x, w, rows,
+                width, eps);
+  } else if (width <= kWarpRow) {
+    HONE_LAUNCH(rmsnorm_backward_kernel3, unsigned(ceil_div(rows, 8)), 256, 0, c->stream, dx, rstd, dy, x, w, rows,
                 width, eps);
   } else {
     HONE_LAUNCH(rmsnorm_backward_kernel2, unsigned(rows), 256, 0, c->stream, dx, rstd, dy, x, w, rows, width, eps);
