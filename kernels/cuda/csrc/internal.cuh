@@ -39,6 +39,11 @@ struct hone_ctx {
 
 namespace hone {
 
+// skinny_gemm (skinny.cu) runs hone_gemm's unbatched products with an
+// untransposed A whose k or n is at most 32; 1 when it does not apply.
+int skinny_gemm(hone_ctx* c, int trans_b, long m, long n, long k, float alpha, const float* a, const float* b,
+                float beta, float* out);
+
 // failed records the first error (later ones would only repeat its cause)
 // and returns -1.
 inline int failed(hone_ctx* c, const char* op, const char* what) {
