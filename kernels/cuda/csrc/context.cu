@@ -53,6 +53,8 @@ const char* hone_last_error(hone_ctx* c) { return c->err; }
 void hone_clear_error(hone_ctx* c) { c->err[0] = 0; }
 void hone_set_chunk(hone_ctx* c, long elems) { c->chunk_elems = elems > 0 ? elems : 1; }
 
+void hone_set_skinny(hone_ctx* c, int on) { c->skinny = on != 0; }
+
 int hone_malloc(hone_ctx* c, void** p, size_t bytes) {
   HONE_ENTRY(c);
   *p = nullptr;
