@@ -10,7 +10,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -70,9 +69,6 @@ func (t *tensor) DType() kernels.DType {
 // size is the bytes per element.
 func (t *tensor) size() int { return t.DType().Size() }
 
-// newBackend opens a context on device. HONE_CUDA_SKINNY=0 in the
-// environment sends every float32 GEMM to cuBLAS (csrc/skinny.cu's small-k
-// kernel off), for A/B measurements of it.
 func newBackend(name string, device int, variant string) (*Backend, error) {
 	v := C.int(C.hone_variant_readable)
 	switch variant {
@@ -86,9 +82,6 @@ func newBackend(name string, device int, variant string) (*Backend, error) {
 	var msg [256]C.char
 	if C.hone_create(&ctx, C.int(device), v, &msg[0], C.size_t(len(msg))) != 0 {
 		return nil, fmt.Errorf("kernels/cuda: %s", C.GoString(&msg[0]))
-	}
-	if os.Getenv("HONE_CUDA_SKINNY") == "0" {
-		C.hone_set_skinny(ctx, 0)
 	}
 	return &Backend{ctx: ctx, name: name, variant: variant}, nil
 }

@@ -14,7 +14,6 @@
 #include "csrc/rmsnorm.cu"
 #include "csrc/rope.cu"
 #include "csrc/sample.cu"
-#include "csrc/skinny.cu"
 #include "csrc/emu/selftest.cuh"
 // Global-memory racecheck's store hooks, in the build that instruments
 // stores (TestRacecheckGlobal).

@@ -53,8 +53,6 @@ const char* hone_last_error(hone_ctx* c) { return c->err; }
 void hone_clear_error(hone_ctx* c) { c->err[0] = 0; }
 void hone_set_chunk(hone_ctx* c, long elems) { c->chunk_elems = elems > 0 ? elems : 1; }
 
-void hone_set_skinny(hone_ctx* c, int on) { c->skinny = on != 0; }
-
 int hone_malloc(hone_ctx* c, void** p, size_t bytes) {
   HONE_ENTRY(c);
   *p = nullptr;
@@ -140,10 +138,6 @@ int hone_gemm(hone_ctx* c, int trans_a, int trans_b, long m, long n, long k, flo
   const int ldb_ours = int(trans_b ? (k > 0 ? k : 1) : n), lda_ours = int(trans_a ? m : (k > 0 ? k : 1)), ldc = int(n);
   // k == 0 needs no special case: cuBLAS then sets C = beta*C (C = 0 with
   // beta == 0), as the shim does.
-  if (batch == 1 && !trans_a && c->variant == hone_variant_fast) {
-    const int r = hone::skinny_gemm(c, trans_b, m, n, k, alpha, a, b, beta, out);
-    if (r != 1) return r;
-  }
   if (batch == 1) {
     return check_blas(c, "gemm",
                       cublasSgemm(c->blas, opA, opB, int(n), int(m), int(k), &alpha, b, ldb_ours, a, lda_ours, &beta,

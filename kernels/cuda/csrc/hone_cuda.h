@@ -33,9 +33,6 @@ void hone_clear_error(hone_ctx* c);
 /* hone_set_chunk sets how many logits (rows x vocabulary columns) one chunk
  * of hone_token_logprobs may hold. */
 void hone_set_chunk(hone_ctx* c, long elems);
-/* hone_set_skinny turns skinny.cu's small-k GEMM kernel on (the default)
- * or off (cuBLAS for every float32 GEMM), for A/B measurements. */
-void hone_set_skinny(hone_ctx* c, int on);
 
 /* Tensor memory comes from the context's caching allocator (allocator.cuh):
  * hone_free returns a block to it, hone_trim gives the cached blocks back to

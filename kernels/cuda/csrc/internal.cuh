@@ -34,18 +34,10 @@ struct hone_ctx {
   long chunk_elems = 1L << 24;
   // The device's multiprocessors (kernels that size their grid by it).
   int sm_count = 1;
-  // skinny: hone_gemm's small-k products run on skinny.cu's kernel (else
-  // all on cuBLAS; hone_set_skinny, for A/B measurements).
-  bool skinny = true;
   char err[512] = {0};
 };
 
 namespace hone {
-
-// skinny_gemm (skinny.cu) runs hone_gemm's unbatched products with an
-// untransposed A whose k is at most 32; 1 when it does not apply.
-int skinny_gemm(hone_ctx* c, int trans_b, long m, long n, long k, float alpha, const float* a, const float* b,
-                float beta, float* out);
 
 // failed records the first error (later ones would only repeat its cause)
 // and returns -1.
