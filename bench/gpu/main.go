@@ -424,6 +424,8 @@ type result struct {
 	stepSeconds   float64
 	initSeconds   float64
 	usedBytes     int64 // NVML's used memory after the steps less before the model (0: unknown)
+	peakBytes     int64 // the allocator's most live bytes at once: weights, adapter state, a step's tensors (0: unknown)
+	planBytes     int64 // trainer/memplan's prediction of that peak (0: none for the setting)
 	tokens        int
 	flopsPerStep  float64
 	note          string
@@ -509,6 +511,10 @@ func benchOne(ctx context.Context, be kernels.Backend, d device, s shape, st set
 		t.Trim() // the previous row's cached blocks back to the device, so NVML's used memory is this row's
 	}
 	before := d.used()
+	pk, hasPeak := be.(peaker)
+	if hasPeak {
+		pk.ResetPeak()
+	}
 	var err error
 	r.stepSeconds, r.initSeconds, r.prof, r.profWall, err = timeSteps(ctx, be, &cfg, s.dir, st, rank, o)
 	if err != nil {
@@ -517,16 +523,42 @@ func benchOne(ctx context.Context, be kernels.Backend, d device, s shape, st set
 	if after := d.used(); before > 0 && after > before {
 		r.usedBytes = after - before
 	}
+	if hasPeak {
+		r.peakBytes = pk.PeakLiveBytes()
+	}
+	r.planBytes = planned(ms, o.tokens, rank, st)
 	r.measuredSteps = o.steps
 	return r, nil
 }
 
+// peaker is a backend whose allocator reports its high-water mark of live
+// bytes (kernels/cuda).
+type peaker interface {
+	ResetPeak()
+	PeakLiveBytes() int64
+}
+
+// planned is trainer/memplan's prediction of a step's peak live bytes for
+// one tokens-long sequence with st (0 where it plans none: float32 weights
+// or no checkpointing).
+func planned(s memplan.Shapes, tokens, rank int, st setting) int64 {
+	if st.weights != kernels.BF16 || st.checkpoint == model.CheckpointOff {
+		return 0
+	}
+	p, err := memplan.Make(memplan.Request{Model: s, Rank: rank, SeqLen: tokens, GPUBytes: 1 << 50, Autocast: st.autocast,
+		Selective: st.checkpoint == model.CheckpointSelective})
+	if err != nil {
+		return 0
+	}
+	return p.Total
+}
+
 func writeRows(w io.Writer, rows []result, d device) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "shape\tweights\tlayers\ttokens/step\ts/step\ttokens/s\tTFLOP/step\tTFLOP/s\tMFU (FP32 peak)\tMFU (BF16 peak)\tGB used\tinit s\tnote")
+	fmt.Fprintln(tw, "shape\tweights\tlayers\ttokens/step\ts/step\ttokens/s\tTFLOP/step\tTFLOP/s\tMFU (FP32 peak)\tMFU (BF16 peak)\tGB used\tpeak GB\tplan GB\tinit s\tnote")
 	for _, r := range rows {
 		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\t%v\t0/%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.set, r.of, r.tokens, r.skipped)
+			fmt.Fprintf(tw, "%s\t%v\t0/%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.set, r.of, r.tokens, r.skipped)
 			continue
 		}
 		tflops := r.flopsPerStep / r.stepSeconds / 1e12
@@ -536,13 +568,15 @@ func writeRows(w io.Writer, rows []result, d device) error {
 			}
 			return fmt.Sprintf("%.1f%%", 100*tflops/peak)
 		}
-		used := "n/a"
-		if r.usedBytes > 0 {
-			used = fmt.Sprintf("%.1f", float64(r.usedBytes)/1e9)
+		gbs := func(b int64) string {
+			if b <= 0 {
+				return "n/a"
+			}
+			return fmt.Sprintf("%.1f", float64(b)/1e9)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d/%d\t%d\t%.3f\t%.0f\t%.3g\t%.3g\t%s\t%s\t%s\t%.2f\t%s\n", r.name, r.set, r.layers, r.of,
-			r.tokens, r.stepSeconds, float64(r.tokens)/r.stepSeconds, r.flopsPerStep/1e12, tflops, mfu(d.fp32Peak),
-			mfu(d.bf16Peak), used, r.initSeconds, r.note)
+		fmt.Fprintf(tw, "%s\t%v\t%d/%d\t%d\t%.3f\t%.0f\t%.3g\t%.3g\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", r.name, r.set, r.layers,
+			r.of, r.tokens, r.stepSeconds, float64(r.tokens)/r.stepSeconds, r.flopsPerStep/1e12, tflops, mfu(d.fp32Peak),
+			mfu(d.bf16Peak), gbs(r.usedBytes), gbs(r.peakBytes), gbs(r.planBytes), r.initSeconds, r.note)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)

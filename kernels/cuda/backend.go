@@ -358,11 +358,12 @@ func (b *Backend) Fill(t kernels.Tensor, v float32) {
 }
 
 // MemStats describes the backend's device memory: bytes held by live
-// tensors, bytes freed but cached for reuse, and how many allocations went
-// to the device and how many were served from the cache.
+// tensors (and their high-water mark since ResetPeak), bytes freed but
+// cached for reuse, and how many allocations went to the device and how
+// many were served from the cache.
 type MemStats struct {
-	LiveBytes, CachedBytes int64
-	DeviceAllocs, Reuses   int64
+	LiveBytes, PeakLiveBytes, CachedBytes int64
+	DeviceAllocs, Reuses                  int64
 }
 
 // MemStats reports the caching allocator's state.
@@ -371,9 +372,20 @@ func (b *Backend) MemStats() MemStats {
 	defer b.mu.Unlock()
 	var m C.hone_mem
 	C.hone_mem_stats(b.ctx, &m)
-	return MemStats{LiveBytes: int64(m.live_bytes), CachedBytes: int64(m.cached_bytes),
-		DeviceAllocs: int64(m.device_allocs), Reuses: int64(m.reuses)}
+	return MemStats{LiveBytes: int64(m.live_bytes), PeakLiveBytes: int64(m.peak_live_bytes),
+		CachedBytes: int64(m.cached_bytes), DeviceAllocs: int64(m.device_allocs), Reuses: int64(m.reuses)}
 }
+
+// ResetPeak starts MemStats.PeakLiveBytes over from the live bytes now.
+func (b *Backend) ResetPeak() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	C.hone_mem_reset_peak(b.ctx)
+}
+
+// PeakLiveBytes is MemStats().PeakLiveBytes: the most bytes live tensors
+// held at once since ResetPeak.
+func (b *Backend) PeakLiveBytes() int64 { return b.MemStats().PeakLiveBytes }
 
 // Trim gives the memory of freed tensors back to the device.
 func (b *Backend) Trim() {

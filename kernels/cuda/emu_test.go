@@ -144,7 +144,8 @@ func TestShimMMA(t *testing.T) {
 
 // TestCachingAllocator: freed tensors' memory is reused for the next
 // tensors of the same rounded size instead of going back to the device,
-// comes back zeroed from New, and Trim returns the cache.
+// comes back zeroed from New, and Trim returns the cache; the peak of live
+// bytes holds until ResetPeak.
 func TestCachingAllocator(t *testing.T) {
 	be, err := NewEmulated(VariantReadable)
 	if err != nil {
@@ -159,14 +160,19 @@ func TestCachingAllocator(t *testing.T) {
 		ts = append(ts, x)
 	}
 	first := be.MemStats()
-	if first.DeviceAllocs != int64(len(sizes)) || first.Reuses != 0 || first.LiveBytes < 4*(1+100+128+129+1000+300000) {
+	if first.DeviceAllocs != int64(len(sizes)) || first.Reuses != 0 || first.LiveBytes < 4*(1+100+128+129+1000+300000) ||
+		first.PeakLiveBytes != first.LiveBytes {
 		t.Fatalf("after %d allocations: %+v", len(sizes), first)
 	}
 	for _, x := range ts {
 		be.Free(x)
 	}
-	if m := be.MemStats(); m.LiveBytes != 0 || m.CachedBytes != first.LiveBytes {
-		t.Fatalf("after freeing: %+v", m)
+	if m := be.MemStats(); m.LiveBytes != 0 || m.CachedBytes != first.LiveBytes || m.PeakLiveBytes != first.LiveBytes {
+		t.Fatalf("after freeing: %+v (the peak stays)", m)
+	}
+	be.ResetPeak()
+	if p := be.PeakLiveBytes(); p != 0 {
+		t.Fatalf("peak %d after ResetPeak with nothing live", p)
 	}
 	for _, n := range sizes {
 		x := be.New(n)

@@ -32,6 +32,7 @@ struct Allocator {
   std::map<size_t, std::vector<void*>> free_lists;  // rounded size -> cached blocks
   std::unordered_map<void*, size_t> live;             // block -> rounded size
   size_t live_bytes = 0, cached_bytes = 0;
+  size_t peak_live = 0;  // live_bytes' high-water mark (since reset_peak)
   long device_allocs = 0, reuses = 0;
 
   static size_t round(size_t bytes) {
@@ -72,6 +73,7 @@ struct Allocator {
     }
     live[*out] = size;
     live_bytes += size;
+    if (live_bytes > peak_live) peak_live = live_bytes;
     HONE_UNPOISON(*out, size);
     HONE_POISON(static_cast<char*>(*out) + bytes, size - bytes);
     return cudaSuccess;

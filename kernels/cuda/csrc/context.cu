@@ -84,9 +84,12 @@ int hone_trim(hone_ctx* c) {
 void hone_mem_stats(hone_ctx* c, hone_mem* m) {
   m->live_bytes = c->alloc.live_bytes;
   m->cached_bytes = c->alloc.cached_bytes;
+  m->peak_live_bytes = c->alloc.peak_live;
   m->device_allocs = c->alloc.device_allocs;
   m->reuses = c->alloc.reuses;
 }
+
+void hone_mem_reset_peak(hone_ctx* c) { c->alloc.peak_live = c->alloc.live_bytes; }
 
 int hone_upload(hone_ctx* c, void* dst, const void* src, size_t bytes) {
   HONE_ENTRY(c);

@@ -45,9 +45,11 @@ int hone_free(hone_ctx* c, void* p);
 int hone_trim(hone_ctx* c);
 typedef struct {
   size_t live_bytes, cached_bytes;
+  size_t peak_live_bytes; /* live_bytes' high-water mark since hone_mem_reset_peak */
   long device_allocs, reuses;
 } hone_mem;
 void hone_mem_stats(hone_ctx* c, hone_mem* m);
+void hone_mem_reset_peak(hone_ctx* c);
 int hone_upload(hone_ctx* c, void* dst, const void* src, size_t bytes);
 int hone_download(hone_ctx* c, void* dst, const void* src, size_t bytes);
 int hone_copy(hone_ctx* c, void* dst, const void* src, size_t bytes);
