@@ -110,8 +110,8 @@ var mutants = []mutant{
 		// second word of a row lands in the wrong place.
 		name: "broken shared-memory tile layout in the flash attention kernels",
 		file: "csrc/attention_flash.cu",
-		from: "tile[r * SW + 2 * c] = pack_bf16(x.x, x.y);",
-		to:   "tile[r * (SW - 4) + 2 * c] = pack_bf16(x.x, x.y);",
+		from: "copy16(tile, r * SW + 4 * c, src + 8 * c);",
+		to:   "copy16(tile, r * (SW - 4) + 4 * c, src + 8 * c);",
 		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
 		long: true,
 	},
@@ -138,8 +138,8 @@ var mutants = []mutant{
 		// The dK/dV pass skips 8 rows of every row tile.
 		name: "row tiles that skip rows in attention_flash_dkdv",
 		file: "csrc/attention_flash.cu",
-		from: "for (long R0 = i_first * a.group; R0 < rows; R0 += kTile) {",
-		to:   "for (long R0 = i_first * a.group; R0 < rows; R0 += kTile + 8) {",
+		from: "for (long R0 = r_begin, it = 0; R0 < r_end; R0 += kTile, it++) {",
+		to:   "for (long R0 = r_begin, it = 0; R0 < r_end; R0 += kTile + 8, it++) {",
 		test: "TestConformanceEmulated/fast/passes/AttentionBF16",
 		long: true,
 	},
