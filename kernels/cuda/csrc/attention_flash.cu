@@ -104,6 +104,19 @@ __device__ inline void cp_wait() {
 #endif
 }
 
+// prefetch_then_wait is a two-stage pipeline's turn: when there is a next
+// tile, start its copies (load, one group) and wait for all but them, else
+// wait for everything; a __syncthreads must follow before the tile is read.
+template <class F>
+__device__ inline void prefetch_then_wait(bool more, F load) {
+  if (more) {
+    load();
+    cp_wait<1>();
+  } else {
+    cp_wait<0>();
+  }
+}
+
 // load_tile starts filling a 64-row tile: row r is the D bf16 values at
 // row(r) (16-byte aligned), or zeros where row(r) is null. Each thread
 // copies whole 16-byte pieces.
@@ -218,6 +231,28 @@ __device__ inline long row_query(long R, const Shape& a) { return R < a.n * a.gr
 // row_head is packed row R's query head, of KV head kvh.
 __device__ inline int row_head(long R, int kvh, const Shape& a) { return kvh * a.group + int(R % a.group); }
 
+// packed_rows is load_tile's row function for the 64 packed rows from R0
+// of KV head kvh of a [n, heads*D] tensor (q, dout): null past the last.
+template <int D>
+__device__ inline auto packed_rows(const uint16_t* base, long R0, int kvh, const Shape& a) {
+  return [=, &a](int r) -> const uint16_t* {
+    const long R = R0 + r;
+    return R < a.n * a.group ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
+  };
+}
+
+// load_kv starts copying the key and value tiles of keys j0.. (those
+// before kend) of KV head kvh into stage and stage + one tile, as one
+// cp.async group.
+template <int D, class P>
+__device__ inline void load_kv(P stage, const uint16_t* k, const uint16_t* v, long j0, long kend, int kvh,
+                               const Shape& a) {
+  load_tile<D>(stage, [&](int r) -> const uint16_t* { return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  load_tile<D>(stage + kTile * Stride<D>,
+               [&](int r) -> const uint16_t* { return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
+  cp_commit();
+}
+
 // attention_flash_fwd<D>: grid (row blocks, kv heads). Writes out and, if
 // lse is set, each (query, head)'s log-sum-exp of the scaled scores
 // (natural log) at lse[query*heads + head].
@@ -231,19 +266,8 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
   const long R0 = long(gridDim.x - 1 - blockIdx.x) * kBlock, rows = a.n * a.group;  // the longest (last) rows first
   const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
   const long kend = a.past + last + 1;  // keys the block's last query sees
-  auto kv_tile = [&](long j0, int stage) {
-    load_tile<D>(smem + stage * 2 * TW, [&](int r) -> const uint16_t* {
-      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    load_tile<D>(smem + stage * 2 * TW + TW, [&](int r) -> const uint16_t* {
-      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    cp_commit();
-  };
-  load_tile<D>(smem + 2 * TW, [&](int r) -> const uint16_t* {
-    const long R = R0 + r;
-    return R < rows ? q + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
-  });
+  auto kv_tile = [&](long j0, int stage) { load_kv<D>(smem + stage * 2 * TW, k, v, j0, kend, kvh, a); };
+  load_tile<D>(smem + 2 * TW, packed_rows<D>(q, R0, kvh, a));
   cp_commit();
   kv_tile(0, 0);
   cp_wait<1>();
@@ -259,12 +283,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_fwd(float* out, floa
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (base 2) and this lane's part of the sum
   for (long j0 = 0, it = 0; j0 < kend; j0 += kTile, it++) {
     // The next tile's copies run while this one is multiplied.
-    if (j0 + kTile < kend) {
-      kv_tile(j0 + kTile, int((it + 1) & 1));
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    prefetch_then_wait(j0 + kTile < kend, [&] { kv_tile(j0 + kTile, int((it + 1) & 1)); });
     __syncthreads();
     const auto ks = smem + (it & 1) * 2 * TW, vs = ks + TW;
     float s[8][4] = {};
@@ -373,23 +392,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   const long R0 = long(gridDim.x - 1 - blockIdx.x) * kBlock, rows = a.n * a.group;  // the longest (last) rows first
   const long first = R0 / a.group, last = ((R0 + kBlock < rows ? R0 + kBlock : rows) - 1) / a.group;
   const long kend = a.past + last + 1;
-  auto row_of = [&](const uint16_t* base) {
-    return [=, &a](int r) -> const uint16_t* {
-      const long R = R0 + r;
-      return R < rows ? base + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
-    };
-  };
-  auto kv_tile = [&](long j0, int stage) {
-    load_tile<D>(smem + stage * 2 * TW, [&](int r) -> const uint16_t* {
-      return j0 + r < kend ? k + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    load_tile<D>(smem + stage * 2 * TW + TW, [&](int r) -> const uint16_t* {
-      return j0 + r < kend ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr;
-    });
-    cp_commit();
-  };
-  load_tile<D>(smem + 2 * TW, row_of(q));
-  load_tile<D>(smem + 3 * TW, row_of(dout));
+  auto kv_tile = [&](long j0, int stage) { load_kv<D>(smem + stage * 2 * TW, k, v, j0, kend, kvh, a); };
+  load_tile<D>(smem + 2 * TW, packed_rows<D>(q, R0, kvh, a));
+  load_tile<D>(smem + 3 * TW, packed_rows<D>(dout, R0, kvh, a));
   cp_commit();
   kv_tile(0, 0);
   cp_wait<1>();
@@ -413,12 +418,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dq(float* dq, const 
   }
   float acc[NT][4] = {};
   for (long j0 = 0, it = 0; j0 < kend; j0 += kTile, it++) {
-    if (j0 + kTile < kend) {
-      kv_tile(j0 + kTile, int((it + 1) & 1));
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    prefetch_then_wait(j0 + kTile < kend, [&] { kv_tile(j0 + kTile, int((it + 1) & 1)); });
     __syncthreads();
     const auto ks = smem + (it & 1) * 2 * TW, vs = ks + TW;
     float s[8][4] = {}, dp[8][4] = {};
@@ -498,14 +498,8 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
   load_tile<D>(vs, [&](int r) -> const uint16_t* { return j0 + r < keys ? v + (j0 + r) * a.kw + long(kvh) * D : nullptr; });
   auto row_tile = [&](long R0, int stage) {
     auto base = smem + 2 * TW + stage * kStage;
-    auto row_of = [&](const uint16_t* b) {
-      return [=, &a](int r) -> const uint16_t* {
-        const long R = R0 + r;
-        return R < rows ? b + (R / a.group) * a.qw + long(row_head(R, kvh, a)) * D : nullptr;
-      };
-    };
-    load_tile<D>(base, row_of(q));
-    load_tile<D>(base + TW, row_of(dout));
+    load_tile<D>(base, packed_rows<D>(q, R0, kvh, a));
+    load_tile<D>(base + TW, packed_rows<D>(dout, R0, kvh, a));
     cp_commit();
     auto st = base + 2 * TW;
     for (int r = threadIdx.x; r < kTile; r += kThreads) {
@@ -531,12 +525,7 @@ __global__ void __launch_bounds__(kThreads) attention_flash_dkdv(float* dk, floa
     cp_commit();
   }
   for (long R0 = r_begin, it = 0; R0 < r_end; R0 += kTile, it++) {
-    if (R0 + kTile < r_end) {
-      row_tile(R0 + kTile, int((it + 1) & 1));
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    prefetch_then_wait(R0 + kTile < r_end, [&] { row_tile(R0 + kTile, int((it + 1) & 1)); });
     __syncthreads();
     const auto qs = smem + 2 * TW + (it & 1) * kStage, ds = qs + TW, st = qs + 2 * TW;
     float s[8][4] = {}, dp[8][4] = {};
