@@ -107,13 +107,32 @@ func nameKeys(err error, src []byte) error {
 		if n < 1 || n > len(lines) {
 			return m
 		}
-		key, _, ok := strings.Cut(strings.TrimSpace(lines[n-1]), ":")
+		key, ok := keyAt(lines, n-1)
 		if !ok {
 			return m
 		}
 		return fmt.Sprintf("line %d (key %s): ", n, strings.TrimPrefix(key, "- "))
 	})
 	return errors.New(msg)
+}
+
+// keyAt is the key of line i, or for a value on a line of its own (a key's
+// value under it, "proxy:\n  0") the nearest key above it indented less.
+func keyAt(lines []string, i int) (string, bool) {
+	if key, _, ok := strings.Cut(strings.TrimSpace(lines[i]), ":"); ok {
+		return key, true
+	}
+	indent := func(s string) int { return len(s) - len(strings.TrimLeft(s, " ")) }
+	in := indent(lines[i])
+	for j := i - 1; j >= 0; j-- {
+		t := strings.TrimSpace(lines[j])
+		if t == "" || strings.HasPrefix(t, "#") || indent(lines[j]) >= in {
+			continue
+		}
+		key, _, ok := strings.Cut(t, ":")
+		return key, ok
+	}
+	return "", false
 }
 
 // unknownField matches yaml.v3's "field x not found in type y".
