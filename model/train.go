@@ -235,15 +235,6 @@ const (
 	CheckpointSelective
 )
 
-// SetCheckpointing turns full activation checkpointing (CheckpointFull)
-// on or off for later ForwardTrain calls.
-func (m *Model) SetCheckpointing(on bool) {
-	m.checkpoint = CheckpointOff
-	if on {
-		m.checkpoint = CheckpointFull
-	}
-}
-
 // SetCheckpointMode sets what later ForwardTrain calls keep.
 func (m *Model) SetCheckpointMode(c Checkpointing) { m.checkpoint = c }
 

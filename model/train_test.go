@@ -212,7 +212,7 @@ func TestCheckpointingSameGradients(t *testing.T) {
 				g.Free()
 				losses, grads = append(losses, loss), append(grads, gs)
 			}
-			m.SetCheckpointing(false)
+			m.SetCheckpointMode(CheckpointOff)
 			for k := 1; k < len(modes); k++ {
 				if losses[0] != losses[k] {
 					t.Errorf("loss %v plain, %v with checkpointing mode %d", losses[0], losses[k], modes[k])
