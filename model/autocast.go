@@ -9,11 +9,11 @@ import "github.com/hone-rl/hone/kernels"
 // accumulation and a float32 result, which a GPU runs on its tensor cores.
 // The GEMMs are the projections' x W^T, the LM head's h W^T and the input
 // gradient dY W of the backward (the LM head's too: its logits' gradient is
-// rounded to bf16, as the gradient of PyTorch's bf16 logits is). Attention runs with bf16 inputs too
-// (kernels.Attn.BF16: q, k, v and the backward's output gradient rounded,
-// float32 accumulation; on a GPU the tensor-core kernels, which also round
-// the probabilities and score gradients for their products, as
-// FlashAttention does under autocast). LoRA's A and B GEMMs, norms and
+// rounded to bf16, as the gradient of PyTorch's bf16 logits is). Attention
+// runs with bf16 inputs too (kernels.Attn.BF16: q, k, v and the backward's
+// output gradient rounded, float32 accumulation; on a GPU the tensor-core
+// kernels, which also round the probabilities and score gradients for
+// their products, as FlashAttention does under autocast). LoRA's A and B GEMMs, norms and
 // everything else stay float32, as the gradients and optimiser state do.
 //
 // Off (the default), a bf16 weight meets the float32 activation as is: the

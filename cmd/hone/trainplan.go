@@ -76,10 +76,11 @@ func fitMicroBatches(opts *trainer.Options, be backends.Opened, modelDir string,
 		req.WeightBytes = 2
 		req.Autocast = opts.AutocastOn(be.Name)
 	}
-	req.Selective = opts.CheckpointMode(be.Name) == model.CheckpointSelective
+	selective := opts.CheckpointMode(be.Name) == model.CheckpointSelective
+	req.Selective = selective
 	p, req, err := makePlan(req, opts.ActivationCheckpointing == "auto", int64(opts.MicroBatchTokens))
-	if !req.Selective && opts.CheckpointMode(be.Name) == model.CheckpointSelective {
-		log.Info("trainer memory plan: full activation checkpointing (selective would not fit a micro-batch)")
+	if selective && !req.Selective {
+		log.Info("trainer memory plan: full activation checkpointing (selective would lower micro-batches)")
 		opts.ActivationCheckpointing = "on"
 	}
 	if err != nil || p.MicroBatchTokens < 1 {

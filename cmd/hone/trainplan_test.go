@@ -68,3 +68,33 @@ func TestFitMicroBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestFitMicroBatchesCheckpointing: auto checkpointing stays selective
+// where a micro-batch fits with it (Qwen3-8B, 2048 tokens, a whole 80 GB
+// GPU) and becomes full where it would not (8192 tokens beside an engine at
+// 0.45); an explicit selective is never changed.
+func TestFitMicroBatchesCheckpointing(t *testing.T) {
+	dir := writeModel(t, "qwen3-8b")
+	defer func(f func() (int64, error)) { gpuMemory = f }(gpuMemory)
+	gpuMemory = func() (int64, error) { return 80e9, nil }
+	for _, tc := range []struct {
+		setting string
+		share   float64
+		tokens  int
+		want    string
+	}{
+		{"auto", 0, 2048, "auto"},
+		{"auto", 0.45, 8192, "on"},
+		{"selective", 0.45, 4096, "selective"},
+	} {
+		o := trainer.DefaultOptions()
+		o.MicroBatchTokens, o.EngineGPUShare, o.LoRA.Rank, o.ActivationCheckpointing = tc.tokens, tc.share, 16, tc.setting
+		if err := fitMicroBatches(&o, backends.Opened{Name: "cuda"}, dir, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		if o.ActivationCheckpointing != tc.want {
+			t.Errorf("%s, %d tokens, engine %.2f: activation_checkpointing %q, want %q", tc.setting, tc.tokens, tc.share,
+				o.ActivationCheckpointing, tc.want)
+		}
+	}
+}
