@@ -104,7 +104,7 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	}
 	buf := bytebufferpool.Get()
 	defer bytebufferpool.Put(buf)
-	err := resp.BodyWriteTo(buf)
+	err := readBody(buf, resp)
 	fasthttp.ReleaseResponse(resp)
 	c.upstreamDone = time.Now()
 	if err != nil {

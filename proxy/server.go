@@ -105,6 +105,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		Name:                          "hone",
 		MaxRequestBodySize:            opts.MaxBodyBytes,
 		ReadBufferSize:                opts.MaxHeaderBytes, // also fasthttp's limit on the request head
+		WriteBufferSize:               writeBufferSize,
 		ErrorHandler:                  s.readError,
 		SecureErrorLogMessage:         true, // fasthttp logs no request bytes either
 		Logger:                        serverLog{log},
@@ -118,6 +119,12 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	}
 	return s, nil
 }
+
+// writeBufferSize is the agent connection's write buffer: an answer of up
+// to 16 KiB (a chat reply with logprobs, a tool call) leaves in one write
+// instead of fasthttp's default 4 KiB writes. fasthttp pools the writers, so
+// only connections that are writing hold one.
+const writeBufferSize = 16 << 10
 
 // Aliases is the policy alias table the trainer swaps.
 func (s *Server) Aliases() *Aliases { return s.aliases }
@@ -366,7 +373,7 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Response) {
 	buf := bytebufferpool.Get()
 	defer bytebufferpool.Put(buf)
-	err := resp.BodyWriteTo(buf)
+	err := readBody(buf, resp)
 	fasthttp.ReleaseResponse(resp)
 	c.upstreamDone = time.Now()
 	if err != nil {
@@ -402,13 +409,26 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		buf.B = c.enc.body(buf.B, c.httpStatus)
 		ctx.SetContentType("application/json")
 	}
-	buf.B = ctx.Response.SwapBody(buf.B) // hand the bytes over instead of copying them
+	ctx.Response.SetBody(buf.B) // a copy into the response's own pooled buffer: buf keeps its capacity
 	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))
 	c.done()
 	if w := c.awaitDurable(); w != "" {
 		ctx.Response.Header.Add(warningHeader, w)
 	}
 }
+
+// readBody reads a streamed upstream body into buf, grown once to the
+// announced Content-Length: bytebufferpool's ReadFrom would otherwise double
+// a small pooled buffer from 64 bytes up, copying the body each time.
+func readBody(buf *bytebufferpool.ByteBuffer, resp *fasthttp.Response) error {
+	if n := resp.Header.ContentLength(); n >= 0 && n < maxPresize && cap(buf.B)-len(buf.B) <= n {
+		buf.B = append(buf.B, make([]byte, n+1)...)[:len(buf.B)] // one byte more: ReadFrom doubles a full buffer before it sees EOF
+	}
+	return resp.BodyWriteTo(buf)
+}
+
+// maxPresize bounds what an engine's Content-Length alone may allocate.
+const maxPresize = 64 << 20
 
 func isEventStream(resp *fasthttp.Response) bool {
 	return bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream"))
