@@ -13,7 +13,7 @@ import (
 type call struct {
 	s         *Server
 	api       surface
-	enc       encoder // non-nil for a translated API
+	reply     reply   // how the answer reaches the agent: native or translated
 	upPath    []byte  // the engine route and query
 	dialect   dialect // the engine API the request goes to
 	id        string

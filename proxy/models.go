@@ -80,7 +80,7 @@ func (s *Server) annotateModel(id, raw string) json.RawMessage {
 // passthrough forwards any other /v1/... call unchanged and uncaptured.
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
-	c := &call{s: s, api: nativeSurface{passthroughDialect}, dialect: passthroughDialect, start: time.Now(), sentAt: time.Now()}
+	c := &call{s: s, api: nativeSurface{passthroughDialect}, reply: native{}, dialect: passthroughDialect, start: time.Now(), sentAt: time.Now()}
 	if p, release, ok := s.aliases.acquire(model); ok {
 		c.policy, c.release = p, release
 		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false); err == nil {

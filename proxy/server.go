@@ -254,7 +254,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 // recorder selects it.
 func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	d := api.dialect()
-	c := &call{s: s, api: api, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
+	c := &call{s: s, api: api, reply: native{}, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
 	if len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
@@ -268,7 +268,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		return
 	}
 	if tr != nil {
-		body, c.enc, c.upPath = tr.body, tr.enc, []byte(tr.path)
+		body, c.reply, c.upPath = tr.body, translated{tr.enc}, []byte(tr.path)
 	}
 	doc := gjson.Parse(unsafe.String(&body[0], len(body))) // a view: what outlives the handler is copied (the model)
 	hr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers, s.opts.StrictHeaders)
@@ -298,7 +298,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		return
 	}
 	s.routeRollout(c, c.verdict.Session)
-	if c.target != c.model && c.enc == nil { // translated APIs echo the request's model themselves
+	if c.target != c.model && !c.reply.namesModel() {
 		c.asked.renamed, _ = json.Marshal(c.model)
 		c.acc.renaming = true
 	}
@@ -325,10 +325,8 @@ func (s *Server) setHoneHeaders(ctx *fasthttp.RequestCtx, c *call) {
 	for _, w := range c.warnings {
 		h.Add(warningHeader, w)
 	}
-	if w, ok := c.enc.(interface{ warnings() []string }); ok { // tools the engine cannot run, left out
-		for _, msg := range w.warnings() {
-			h.Add(warningHeader, msg)
-		}
+	for _, msg := range c.reply.warnings() {
+		h.Add(warningHeader, msg)
 	}
 	if len(c.warnings) > 0 {
 		s.m.headerWarnings.Add(float64(len(c.warnings)))
@@ -401,14 +399,8 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 	}
 	if c.httpStatus < 400 && c.verdict.Capture {
 		c.acc.addBody(c.respBody)
-		if stripping(c.acc.injected, c.asked) {
-			buf.B = stripInto(buf.B[:0], c.respBody, c.acc.injected, c.asked)
-		}
 	}
-	if c.enc != nil {
-		buf.B = c.enc.body(buf.B, c.httpStatus)
-		ctx.SetContentType("application/json")
-	}
+	buf.B = c.reply.whole(ctx, c, buf.B)
 	ctx.Response.SetBody(buf.B) // a copy into the response's own pooled buffer: buf keeps its capacity
 	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))
 	c.done()

@@ -93,10 +93,10 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 		b.pending, b.failed = held, err // what the engine sent still reaches the agent
 		return 0, nil
 	}
-	if b.c.enc != nil {
+	if ev := b.c.reply.broken("the engine's stream broke: " + err.Error()); ev != nil {
 		// a translated API says so in its own error event before the
 		// stream is cut, as its server would
-		b.pending, b.failed = b.c.enc.fail("the engine's stream broke: "+err.Error()), err
+		b.pending, b.failed = ev, err
 		return 0, nil
 	}
 	return 0, err
@@ -104,38 +104,13 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 
 // process tees one event and returns what the agent gets (nil drops it).
 func (b *streamBody) process(ev []byte) []byte {
-	c := b.c
 	data, ok := eventData(ev)
 	if ok && bytes.Equal(data, []byte("[DONE]")) {
 		b.sawDone = true
 		b.settleBeforeDone()
-		if c.enc != nil {
-			return c.enc.end()
-		}
-		return b.release(nil, ev)
+		return b.c.reply.done(b, ev)
 	}
-	if c.enc != nil {
-		return b.translated(data, ok)
-	}
-	if !c.verdict.Capture || !ok || b.sawDone {
-		return b.release(nil, ev)
-	}
-	c.acc.addChunk(data)
-	if !c.asked.usage && c.acc.usageOnly {
-		return b.release(data, nil) // the usage chunk hone asked for is dropped
-	}
-	out := ev
-	if !c.asked.logprobs && !c.asked.tokenIDs && c.dialect.silentChunk(data) {
-		out = nil // only what hone asked for: the agent would not have got it
-	} else if stripping(c.acc.injected, c.asked) {
-		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
-		out = append(b.out, "\n\n"...)
-	}
-	if !c.asked.usage && (c.acc.finished || len(b.held) > 0) {
-		b.held = append(b.held, out...)
-		return nil
-	}
-	return b.release(nil, out)
+	return b.c.reply.event(b, ev, data, ok)
 }
 
 // release returns the held events (if any) followed by next. From the
@@ -186,20 +161,6 @@ func withFingerprint(ev []byte, fp string) []byte {
 		return ev
 	}
 	return append(append([]byte("data: "), patched...), "\n\n"...)
-}
-
-// translated tees one event of a translated API's stream and returns its
-// events in the agent's API (what hone injected never reaches them: the
-// encoder reads only what the API carries).
-func (b *streamBody) translated(data []byte, ok bool) []byte {
-	c := b.c
-	if !ok || b.sawDone {
-		return nil
-	}
-	if c.verdict.Capture {
-		c.acc.addChunk(data)
-	}
-	return c.enc.event(data)
 }
 
 // CloseWithError is called by fasthttp once the answer is written or the

@@ -1,0 +1,95 @@
+package proxy
+
+import "github.com/valyala/fasthttp"
+
+// reply is how an engine's answer reaches the agent, one type per kind of
+// agent API: native (the engine's own API: its answer as sent, less what
+// hone injected) and translated (re-encoded into the agent's API by the
+// surface's encoder). Every call holds one; the handlers never ask which.
+type reply interface {
+	// whole returns the agent's body of a whole answer. buf holds the
+	// engine's body; c.respBody is the captured copy, already accumulated.
+	whole(ctx *fasthttp.RequestCtx, c *call, buf []byte) []byte
+	// event returns the agent's bytes for one SSE event of a stream (ev
+	// whole, data its data field when isData), nil to send nothing.
+	event(b *streamBody, ev, data []byte, isData bool) []byte
+	// done returns the agent's bytes for the engine's data: [DONE].
+	done(b *streamBody, ev []byte) []byte
+	// broken returns the API's error event for a stream the engine broke;
+	// nil cuts the stream after the events already sent.
+	broken(msg string) []byte
+	// namesModel reports whether the reply names the agent's model itself,
+	// so an alias's engine model needs no renaming in the answer.
+	namesModel() bool
+	// warnings are the reply's X-Hone-Warning messages.
+	warnings() []string
+}
+
+// native passes the engine's own API through.
+type native struct{}
+
+func (native) whole(_ *fasthttp.RequestCtx, c *call, buf []byte) []byte {
+	if c.httpStatus < 400 && c.verdict.Capture && stripping(c.acc.injected, c.asked) {
+		return stripInto(buf[:0], c.respBody, c.acc.injected, c.asked)
+	}
+	return buf
+}
+
+func (native) event(b *streamBody, ev, data []byte, isData bool) []byte {
+	c := b.c
+	if !c.verdict.Capture || !isData || b.sawDone {
+		return b.release(nil, ev)
+	}
+	c.acc.addChunk(data)
+	if !c.asked.usage && c.acc.usageOnly {
+		return b.release(data, nil) // the usage chunk hone asked for is dropped
+	}
+	out := ev
+	if !c.asked.logprobs && !c.asked.tokenIDs && c.dialect.silentChunk(data) {
+		out = nil // only what hone asked for: the agent would not have got it
+	} else if stripping(c.acc.injected, c.asked) {
+		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)
+		out = append(b.out, "\n\n"...)
+	}
+	if !c.asked.usage && (c.acc.finished || len(b.held) > 0) {
+		b.held = append(b.held, out...)
+		return nil
+	}
+	return b.release(nil, out)
+}
+
+func (native) done(b *streamBody, ev []byte) []byte { return b.release(nil, ev) }
+func (native) broken(string) []byte                 { return nil }
+func (native) namesModel() bool                     { return false }
+func (native) warnings() []string                   { return nil }
+
+// translated re-encodes the engine's chat completions answer into the
+// agent's API. What hone injected never reaches the agent: the encoder reads
+// only what its API carries, so nothing is stripped first.
+type translated struct{ enc encoder }
+
+func (t translated) whole(ctx *fasthttp.RequestCtx, c *call, buf []byte) []byte {
+	ctx.SetContentType("application/json")
+	return t.enc.body(buf, c.httpStatus)
+}
+
+func (t translated) event(b *streamBody, _, data []byte, isData bool) []byte {
+	if !isData || b.sawDone {
+		return nil
+	}
+	if b.c.verdict.Capture {
+		b.c.acc.addChunk(data)
+	}
+	return t.enc.event(data)
+}
+
+func (t translated) done(*streamBody, []byte) []byte { return t.enc.end() }
+func (t translated) broken(msg string) []byte        { return t.enc.fail(msg) }
+func (translated) namesModel() bool                  { return true }
+
+func (t translated) warnings() []string {
+	if w, ok := t.enc.(interface{ warnings() []string }); ok { // tools the engine cannot run, left out
+		return w.warnings()
+	}
+	return nil
+}
