@@ -165,7 +165,8 @@ lint:
 
 fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzRewrite$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzSSE$$' -fuzztime 30s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzSSE$$' -fuzztime 20s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime 20s ./proxy/internal/sse/
 	$(GO) test -run XXX -fuzz '^FuzzResponse$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzAccumulateWalk$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./proxy/

@@ -396,7 +396,7 @@ var forcingFrameworks = []string{"ai-sdk", "mastra", "openai-agents-chat", "lang
 // and reports each session's drift and trajectories. Each script's second
 // run carries the first run's whole history, as the framework hands it
 // over. In tokens mode the forced calls go as token ids with structured
-// outputs (proxy/continuity_forced.go), and so do the Agents SDK's auto
+// outputs (proxy/continuity/forced.go), and so do the Agents SDK's auto
 // calls with parallel_tool_calls false (the embedded engine does not
 // constrain them); drift 0 in tokens mode is asserted for every framework.
 func TestFrameworksTokens(t *testing.T) {

@@ -130,8 +130,8 @@ func TestDriftCauses(t *testing.T) {
 				reg := prometheus.NewRegistry()
 				h, store, url := startEngineContinuityIn(t, mode, reg)
 				if mode == ContinuityTokens {
-					if st := waitProbe(t, h.s, url); !st.tokens {
-						t.Fatalf("probe against the embedded engine: %s", st.reason)
+					if st := waitProbe(t, h.s, url); !st.Tokens {
+						t.Fatalf("probe against the embedded engine: %s", st.Reason)
 					}
 				}
 				drift, leaves, drifts := driftSession(t, h, store, "d", tc)

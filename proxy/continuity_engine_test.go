@@ -13,7 +13,6 @@ import (
 	"github.com/hone-rl/hone/capture"
 	honeengine "github.com/hone-rl/hone/engine"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 )
 
@@ -118,8 +117,8 @@ func TestContinuityEmbeddedEngine(t *testing.T) {
 	}
 	for _, stream := range []bool{false, true} {
 		h, store, url := startEngineContinuity(t, ContinuityTokens)
-		if st := waitProbe(t, h.s, url); !st.tokens {
-			t.Fatalf("probe against the embedded engine: %s", st.reason)
+		if st := waitProbe(t, h.s, url); !st.Tokens {
+			t.Fatalf("probe against the embedded engine: %s", st.Reason)
 		}
 		got := textSession(t, h, store, "t1", stream)
 		if !reflect.DeepEqual(got, want) {
@@ -141,7 +140,7 @@ func TestContinuityEmbeddedEngine(t *testing.T) {
 				t.Errorf("call %d: %d logprobs for %d tokens", i, len(c.Choices[0].Logprobs), len(c.Choices[0].TokenIDs))
 			}
 		}
-		if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("rendered")) + testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced")); n != 3 {
+		if n := metricValue(t, h, "hone_continuity_calls_total", "result", "rendered") + metricValue(t, h, "hone_continuity_calls_total", "result", "spliced"); n != 3 {
 			t.Errorf("stream %v: %v calls sent as token ids, want 3", stream, n)
 		}
 	}
@@ -167,8 +166,8 @@ func TestContinuityLastTurnServed(t *testing.T) {
 		msgs = append(msgs, map[string]any{"role": "assistant", "content": m["content"], "tool_calls": m["tool_calls"]})
 	}
 	drift, leaves, cs := sessionDrift(t, store, "last", 2)
-	if drift != 0 || leaves != 1 || extends(cs) != 0 || testutil.ToFloat64(h.s.cont.spliced) != 1 {
+	if drift != 0 || leaves != 1 || extends(cs) != 0 || metricValue(t, h, "hone_continuity_turns_spliced_total") != 1 {
 		t.Errorf("drift %d, %d trajectories, call %d not extending, %v turns put back", drift, leaves, extends(cs),
-			testutil.ToFloat64(h.s.cont.spliced))
+			metricValue(t, h, "hone_continuity_turns_spliced_total"))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/hone-rl/hone/capture"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 )
 
@@ -156,8 +155,8 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 	var unstreamed []gjson.Result
 	for _, stream := range []bool{false, true} {
 		h, store, url := startEngineContinuity(t, ContinuityTokens)
-		if st := waitProbe(t, h.s, url); !st.tokens {
-			t.Fatalf("probe against the embedded engine: %s", st.reason)
+		if st := waitProbe(t, h.s, url); !st.Tokens {
+			t.Fatalf("probe against the embedded engine: %s", st.Reason)
 		}
 		calls := forcedSession(t, h, store, "f1", true, stream)
 		for i, tc := range calls {
@@ -186,7 +185,7 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 		if drift != 0 || leaves != 1 || extends(cs) != 0 {
 			t.Errorf("stream %v: tokens mode: drift %d, %d trajectories, call %d not extending", stream, drift, leaves, extends(cs))
 		}
-		if n := countTokenCalls(h); n != 4 {
+		if n := countTokenCalls(t, h); n != 4 {
 			t.Errorf("stream %v: %v calls sent as token ids, want 4", stream, n)
 		}
 	}
@@ -205,8 +204,8 @@ func TestContinuityForcedEmbedded(t *testing.T) {
 	}
 }
 
-func countTokenCalls(h *testHone) float64 {
-	return testutil.ToFloat64(h.s.cont.calls.WithLabelValues("rendered")) + testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced"))
+func countTokenCalls(t *testing.T, h *testHone) float64 {
+	return metricValue(t, h, "hone_continuity_calls_total", "result", "rendered") + metricValue(t, h, "hone_continuity_calls_total", "result", "spliced")
 }
 
 // jsonEqual compares two JSON texts as values ("" equals "").
@@ -290,40 +289,6 @@ func TestContinuityForcedNative(t *testing.T) {
 	}
 }
 
-// TestContinuityForcedNoHermes: with a chat template that writes no hermes
-// calls (a Llama 3 template, say: vLLM constrains forced calls with that
-// model's own format, which hone does not build), a forced call goes to the
-// chat endpoint as sent and is counted observed; a free call of the same
-// session still goes as token ids.
-func TestContinuityForcedNoHermes(t *testing.T) {
-	v := newScriptedVLLM(t,
-		"<tool_call>\n"+`{"name": "calculator", "arguments": {"expression": "17*23"}}`+"\n</tool_call><|im_end|>",
-		"17 * 23 = 391.<|im_end|>")
-	h, store := startContinuity(t, ContinuityTokens, v)
-	h.s.cont.parse.Tools = false // as loaded from a template without <tool_call>
-	msgs := []any{map[string]any{"role": "user", "content": "What is 17 * 23?"}}
-	for i, choice := range []any{"required", "none"} {
-		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": msgs, "max_tokens": 64,
-			"tools": []json.RawMessage{json.RawMessage(calcTool)}, "tool_choice": choice})
-		sessionPost(t, h, store, "nh", i, false, false, body)
-	}
-	v.mu.Lock()
-	paths := slices.Clone(v.paths)
-	v.mu.Unlock()
-	var sent []string
-	for _, p := range paths {
-		if p != "/tokenize" {
-			sent = append(sent, p)
-		}
-	}
-	if want := []string{"/v1/chat/completions", "/v1/completions"}; !slices.Equal(sent, want) {
-		t.Errorf("routes %v, want %v", sent, want)
-	}
-	if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("observe")); n != 1 {
-		t.Errorf("%v calls observed, want 1", n)
-	}
-}
-
 // TestEmbeddedTagEqualsChat: for forced calls of tools whose name JSON
 // escapes, whose parameters are an empty schema written with a space, or
 // missing, the same request and seed sampled through the embedded engine's
@@ -359,8 +324,8 @@ func TestEmbeddedTagEqualsChat(t *testing.T) {
 			got[mode] = append(got[mode], ch.Get("message.content").Raw+" "+ch.Get("message.tool_calls.#.function").Raw+" "+
 				ch.Get("finish_reason").Raw)
 		}
-		if mode == ContinuityTokens && countTokenCalls(h) != float64(len(choices)) {
-			t.Errorf("%v calls as token ids, want %d", countTokenCalls(h), len(choices))
+		if mode == ContinuityTokens && countTokenCalls(t, h) != float64(len(choices)) {
+			t.Errorf("%v calls as token ids, want %d", countTokenCalls(t, h), len(choices))
 		}
 	}
 	for i := range choices {

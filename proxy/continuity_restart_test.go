@@ -8,7 +8,6 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestContinuitySurvivesRestart: in tokens mode, an agent in the middle of
@@ -69,7 +68,7 @@ func TestContinuitySurvivesRestart(t *testing.T) {
 	if want := slices.Concat(cs[0].PromptIDs, cs[0].Choices[0].TokenIDs, glue); !slices.Equal(cs[1].PromptIDs, want) {
 		t.Errorf("second prompt %q,\nwant %q", v.tok.Decode(cs[1].PromptIDs), v.tok.Decode(want))
 	}
-	if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced")); n != 1 {
+	if n := metricValue(t, h, "hone_continuity_calls_total", "result", "spliced"); n != 1 {
 		t.Errorf("spliced calls after the restart %v, want 1", n)
 	}
 }

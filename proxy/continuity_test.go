@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/continuity"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 )
 
@@ -57,14 +57,14 @@ func startContinuityKind(t *testing.T, mode string, v *scriptedVLLM, kind string
 	return h, store
 }
 
-func waitProbe(t *testing.T, s *Server, url string) *engineContinuity {
+func waitProbe(t *testing.T, s *Server, url string) *continuity.EngineState {
 	t.Helper()
 	if s.cont == nil {
 		t.Fatalf("tokens mode is off: %s", s.contWhy)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if st := s.cont.state(url); st != nil {
+		if st := s.cont.State(url); st != nil {
 			return st
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -360,7 +360,7 @@ func TestContinuitySession(t *testing.T) {
 				if want := slices.Concat(cs[0].PromptIDs, cs[0].Choices[0].TokenIDs, glue); !slices.Equal(cs[1].PromptIDs, want) {
 					t.Errorf("second prompt %q,\nwant %q", v.tok.Decode(cs[1].PromptIDs), v.tok.Decode(want))
 				}
-				if n := testutil.ToFloat64(h.s.cont.calls.WithLabelValues("spliced")); n != 2 {
+				if n := metricValue(t, h, "hone_continuity_calls_total", "result", "spliced"); n != 2 {
 					t.Errorf("spliced calls %v, want 2", n)
 				}
 			}
@@ -393,10 +393,10 @@ func TestContinuityProbeMismatch(t *testing.T) {
 	stub.answer = v.handle
 	h := startHone(t, func(o *Options) { o.Continuity, o.Upstream.Tokenizer = ContinuityTokens, tinyModel }, stub)
 	st := waitProbe(t, h.s, stub.url())
-	if st.tokens || !strings.Contains(st.reason, "differs") {
+	if st.Tokens || !strings.Contains(st.Reason, "differs") {
 		t.Fatalf("probe state %+v", st)
 	}
-	if g := testutil.ToFloat64(h.s.cont.active.WithLabelValues(stub.url())); g != 0 {
+	if g := metricValue(t, h, "hone_continuity_tokens", "engine", stub.url()); g != 0 {
 		t.Errorf("hone_continuity_tokens %v, want 0", g)
 	}
 	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
@@ -425,7 +425,7 @@ func TestContinuityReprobe(t *testing.T) {
 	stub := newStub(t)
 	stub.answer = v.handle
 	h := startHone(t, func(o *Options) { o.Continuity, o.Upstream.Tokenizer = ContinuityTokens, tinyModel }, stub)
-	if st := waitProbe(t, h.s, stub.url()); !st.tokens {
+	if st := waitProbe(t, h.s, stub.url()); !st.Tokens {
 		t.Fatalf("probe state %+v", st)
 	}
 	v.skew.Store(true) // what a probe would now find
@@ -434,18 +434,18 @@ func TestContinuityReprobe(t *testing.T) {
 	}
 	stub.setModels(`{"object":"list","data":[` + entry("Qwen/Qwen3-0.6B", "null") + `,` + entry("policy-v2", `"Qwen/Qwen3-0.6B"`) + `]}`)
 	time.Sleep(300 * time.Millisecond) // several health checks
-	if st := h.s.cont.state(stub.url()); !st.tokens {
+	if st := h.s.cont.State(stub.url()); !st.Tokens {
 		t.Fatalf("a new adapter made hone probe again: %+v", st)
 	}
 	stub.setModels(`{"object":"list","data":[` + entry("Qwen/Qwen3-1.7B", "null") + `]}`)
 	deadline := time.Now().Add(5 * time.Second)
-	for h.s.cont.state(stub.url()).tokens {
+	for h.s.cont.State(stub.url()).Tokens {
 		if time.Now().After(deadline) {
 			t.Fatal("the replaced engine was not probed again")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if st := h.s.cont.state(stub.url()); !strings.Contains(st.reason, "differs") {
+	if st := h.s.cont.State(stub.url()); !strings.Contains(st.Reason, "differs") {
 		t.Errorf("probe state %+v", st)
 	}
 }
@@ -601,7 +601,7 @@ func TestContinuityForcedFirstCall(t *testing.T) {
 	if drift != 0 || leaves != 1 {
 		t.Errorf("drift %d, %d trajectories; want 0 and 1", drift, leaves)
 	}
-	if n := testutil.ToFloat64(h.s.cont.spliced); n != 1 {
+	if n := metricValue(t, h, "hone_continuity_turns_spliced_total"); n != 1 {
 		t.Errorf("turns put back %v, want 1", n)
 	}
 }

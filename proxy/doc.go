@@ -6,21 +6,38 @@
 // (one SSE event at a time for streams) into a Recorder, and strips what it
 // injected so the agent sees exactly what the engine would have sent it.
 //
-// One file per concern, after Caddy's reverseproxy: options.go (configuration),
-// server.go (routing and the handler), rewrite.go (request rewrite),
-// strip.go (response strip), sse.go (SSE event reader), accumulate.go
-// (aggregating a response into a capture.Call), jsonwalk.go (the
-// single-pass JSON reader the accumulator walks answers with), stream.go
-// (streaming body),
-// upstream.go (connections and timeouts), pool.go (engine selection and
-// health), aliases.go (policy alias table), tokenize.go (token-id fallback),
-// errors.go (OpenAI-style errors), control.go (chi control plane), metrics.go,
-// headers.go (hone's headers and credentials, any spelling), feedback.go
-// (data-plane feedback and ownership), logger.go (fasthttp's logger, redacted).
-// Agent APIs: api.go (routes to surfaces; the encoder interface),
-// responses*.go (the OpenAI Responses API) and messages*.go (the Anthropic
-// Messages API), each translated onto the engine's chat completions.
-// Engine dialects: dialect.go (the interface), dialect_chat.go,
-// dialect_completions.go, dialect_passthrough.go: how each engine API asks
-// for logprobs, folds its answers into a capture and shapes a rebuilt one.
+// One file per concern, after Caddy's reverseproxy. Every file:
+//
+//   - Setup: options.go (configuration), server.go (the Server, the request
+//     handler, handleCall and finishBody), routes.go (the route table: every
+//     route hone answers, with its method), listener.go (accepting through
+//     EMFILE), logger.go (fasthttp's logger, redacted), metrics.go.
+//   - Agent APIs: api.go (surfaces: the route's API and its encoder
+//     interface); responses.go, responses_encode.go, responses_tools.go and
+//     responses_store.go (the OpenAI Responses API, its conversations for
+//     previous_response_id); messages.go, messages_encode.go and
+//     messages_tools.go (the Anthropic Messages API), each translated onto the
+//     engine's chat completions; models.go (/v1/models and the forwarded
+//     inference routes).
+//   - Engine dialects: dialect.go (the interface), dialect_chat.go,
+//     dialect_completions.go, dialect_passthrough.go: how each engine API asks
+//     for logprobs, folds its answers into a capture and shapes a rebuilt one.
+//   - Per call, in order: headers.go (hone's headers and credentials, any
+//     spelling), aliases.go and rollout.go (policy aliases, guarded
+//     rollouts), rewrite.go (the request rewrite), continuity.go (the glue to
+//     package continuity, token continuity), forward.go (the round trip,
+//     retried on another engine before any byte reached the agent), pool.go
+//     (engine selection and health), upstream.go (connections and timeouts),
+//     reply.go (how the answer reaches the agent: native or translated),
+//     stream.go (the streamed body), accumulate.go and jsonwalk.go (folding
+//     an answer into a capture.Call in one pass), strip.go (removing what hone
+//     injected), call.go (the call's state and its end), recorder.go (the
+//     Recorder interface, MemRecorder), tokenize.go (the /tokenize fallback for
+//     prompt ids), errors.go (OpenAI-style errors).
+//   - Control plane and feedback: control.go (chi: health, metrics, the
+//     admin routes), feedback.go (data-plane feedback and session ownership).
+//
+// Subpackages: continuity (token continuity: prompts rendered in hone, the
+// sampled ids of served turns put back) and internal/sse (the SSE event
+// reader both use).
 package proxy

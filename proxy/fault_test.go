@@ -103,7 +103,7 @@ func TestEngineDown(t *testing.T) {
 		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 200 {
 			t.Fatalf("status %d: the only engine is unhealthy but answers; want it tried (panic mode)", r.status)
 		}
-		if v := counterValue(t, h, "hone_upstream_panic_total"); v < 1 {
+		if v := metricValue(t, h, "hone_upstream_panic_total"); v < 1 {
 			t.Fatalf("hone_upstream_panic_total = %v", v)
 		}
 	})
@@ -293,16 +293,33 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
-// counterValue reads an unlabelled counter from hone's registry.
-func counterValue(t *testing.T, h *testHone, name string) float64 {
+// metricValue reads a counter or gauge from hone's registry: the series
+// with the given label pairs (name, value, ...), 0 when there is none.
+func metricValue(t *testing.T, h *testHone, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
+				}
+				if !found {
+					continue series
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0

@@ -26,7 +26,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body
 		req := fasthttp.AcquireRequest()
 		b, u := body, uri
 		if p := planOf(ctx); p != nil {
-			b, u = p.upstream(e, body, uri) // continuity mode tokens: token ids for engines that passed the probe
+			b, u = p.Upstream(e.url, e.kind, body, uri) // continuity mode tokens: token ids for engines that passed the probe
 		}
 		s.buildUpstreamRequest(req, &ctx.Request, e, b, u)
 		resp := fasthttp.AcquireResponse()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 	"log/slog"
 	"net"
@@ -253,7 +254,7 @@ func TestFinalChunkKeepsUsageFields(t *testing.T) {
 	if len(evs) != 3 {
 		t.Fatalf("%d events, want the two chunks and [DONE]: %s", len(evs), r.body)
 	}
-	final, _ := eventData(evs[1])
+	final, _ := sse.Data(evs[1])
 	if gjson.GetBytes(final, "system_fingerprint").String() != "vllm-0.32.0-abc" || gjson.GetBytes(final, "usage").Exists() {
 		t.Fatalf("final chunk %s", final)
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"testing"
@@ -85,9 +86,9 @@ func FuzzMessagesStream(f *testing.F) {
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\",\"reasoning\":\"y\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"1]\"}}]},\"finish_reason\":\"stop\",\"stop_reason\":\"E\"}]}\n\n" +
 		"data: [DONE]\n\n"))
-	f.Fuzz(func(t *testing.T, sse []byte) {
+	f.Fuzz(func(t *testing.T, events []byte) {
 		enc := newMessagesEncoder("m")
-		out := msgEncodeStream(enc, sse)
+		out := msgEncodeStream(enc, events)
 		if !enc.started || len(out) == 0 || !endsWithStop(out) {
 			out = append(out, enc.end()...) // the engine sent no [DONE]: end as the test stream would
 		}
@@ -95,8 +96,8 @@ func FuzzMessagesStream(f *testing.F) {
 		if !gjson.ValidBytes(msg) {
 			t.Fatalf("accumulated %s", msg)
 		}
-		for _, ev := range splitEvents(sse) {
-			if data, ok := eventData(ev); ok && string(data) != "[DONE]" {
+		for _, ev := range splitEvents(events) {
+			if data, ok := sse.Data(ev); ok && string(data) != "[DONE]" {
 				b := newMessagesEncoder("m").body(data, 200)
 				if !gjson.ValidBytes(b) || gjson.GetBytes(b, "type").String() != "message" {
 					t.Fatalf("whole answer %s became %s", data, b)
@@ -108,6 +109,6 @@ func FuzzMessagesStream(f *testing.F) {
 
 func endsWithStop(out []byte) bool {
 	evs := splitEvents(out)
-	d, _ := eventData(evs[len(evs)-1])
+	d, _ := sse.Data(evs[len(evs)-1])
 	return gjson.GetBytes(d, "type").String() == "message_stop"
 }

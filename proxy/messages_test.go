@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -63,15 +64,15 @@ func msgIndent(t *testing.T, b []byte) []byte {
 // msgUpstream returns the engine answers of a testdata/messages case: its
 // own upstream.json/upstream.sse, or the vLLM fixtures its upstream file
 // names (the non-stream case, then the stream case).
-func msgUpstream(t *testing.T, dir string) (body, sse []byte) {
+func msgUpstream(t *testing.T, dir string) (body, events []byte) {
 	body, _ = os.ReadFile(filepath.Join(dir, "upstream.json"))
-	sse, _ = os.ReadFile(filepath.Join(dir, "upstream.sse"))
+	events, _ = os.ReadFile(filepath.Join(dir, "upstream.sse"))
 	names, _ := os.ReadFile(filepath.Join(dir, "upstream"))
 	if f := strings.Fields(string(names)); len(f) == 2 {
 		body, _ = os.ReadFile(fixture(t, f[0], "upstream.json"))
-		sse, _ = os.ReadFile(fixture(t, f[1], "upstream.sse"))
+		events, _ = os.ReadFile(fixture(t, f[1], "upstream.sse"))
 	}
-	return body, sse
+	return body, events
 }
 
 // TestMessagesGolden translates each request in testdata/messages onto chat
@@ -93,14 +94,14 @@ func TestMessagesGolden(t *testing.T) {
 				t.Fatalf("translate: %v", aerr)
 			}
 			msgGolden(t, filepath.Join(dir, "chat.json"), msgIndent(t, tr.body))
-			body, sse := msgUpstream(t, dir)
-			if len(body) == 0 || len(sse) == 0 {
+			body, events := msgUpstream(t, dir)
+			if len(body) == 0 || len(events) == 0 {
 				t.Fatal("no upstream answers")
 			}
 			whole := tr.enc.body(body, 200)
 			msgGolden(t, filepath.Join(dir, "response.json"), msgIndent(t, msgNormalize(whole)))
 			tr, _ = messagesSurface{}.translate(nil, "", req)
-			stream := msgEncodeStream(tr.enc, sse)
+			stream := msgEncodeStream(tr.enc, events)
 			streamed := checkMessagesEvents(t, stream)
 			msgGolden(t, filepath.Join(dir, "response.sse"), msgNormalize(stream))
 			if !gjson.ValidBytes(streamed) {
@@ -112,10 +113,10 @@ func TestMessagesGolden(t *testing.T) {
 
 // msgEncodeStream feeds an engine SSE stream through an encoder as the
 // stream body does.
-func msgEncodeStream(enc encoder, sse []byte) []byte {
+func msgEncodeStream(enc encoder, events []byte) []byte {
 	var out []byte
-	for _, ev := range splitEvents(sse) {
-		data, ok := eventData(ev)
+	for _, ev := range splitEvents(events) {
+		data, ok := sse.Data(ev)
 		if !ok {
 			continue
 		}
@@ -144,7 +145,7 @@ func checkMessagesEvents(t testing.TB, out []byte) []byte {
 	for i, ev := range splitEvents(out) {
 		lines := strings.SplitN(string(ev), "\n", 2)
 		typ := strings.TrimPrefix(lines[0], "event: ")
-		data, ok := eventData(ev)
+		data, ok := sse.Data(ev)
 		d := gjson.ParseBytes(data)
 		if !ok || !strings.HasPrefix(lines[0], "event: ") || d.Get("type").String() != typ || !strings.HasSuffix(string(ev), "\n\n") {
 			t.Fatalf("event %d malformed: %q", i, ev)
@@ -263,11 +264,11 @@ func TestMessagesStreamMatchesBody(t *testing.T) {
 	req := []byte(`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"calculator","input_schema":{}}]}`)
 	for _, pair := range [][2]string{{"chat", "chat_stream"}, {"chat_tools", "chat_tools_stream"}} {
 		body, _ := os.ReadFile(fixture(t, pair[0], "upstream.json"))
-		sse, _ := os.ReadFile(fixture(t, pair[1], "upstream.sse"))
+		events, _ := os.ReadFile(fixture(t, pair[1], "upstream.sse"))
 		tr, _ := messagesSurface{}.translate(nil, "", req)
 		whole := msgNormalize(tr.enc.body(body, 200))
 		tr, _ = messagesSurface{}.translate(nil, "", req)
-		streamed := msgNormalize(checkMessagesEvents(t, msgEncodeStream(tr.enc, sse)))
+		streamed := msgNormalize(checkMessagesEvents(t, msgEncodeStream(tr.enc, events)))
 		var a, b any
 		_ = json.Unmarshal(whole, &a)
 		_ = json.Unmarshal(streamed, &b)

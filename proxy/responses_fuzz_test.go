@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,15 +53,15 @@ func FuzzResponsesStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\",\"reasoning\":\"y\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Add(sseOf(engineToolStream))
-	f.Fuzz(func(t *testing.T, sse []byte) {
+	f.Fuzz(func(t *testing.T, events []byte) {
 		// Codex's tools: namespaced and custom calls are mapped back too
 		tr, err := responsesSurface{}.translate(testServer(), "", []byte(codexRequest))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []byte
-		for _, ev := range splitEvents(sse) {
-			if data, ok := eventData(ev); ok && string(data) != "[DONE]" {
+		for _, ev := range splitEvents(events) {
+			if data, ok := sse.Data(ev); ok && string(data) != "[DONE]" {
 				out = append(out, tr.enc.event(data)...)
 			}
 		}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestResponsesConversationSurvivesRestart(t *testing.T) {
 		auth("sk-a"))
 	var done gjson.Result
 	for _, ev := range splitEvents(r.body) {
-		if data, ok := eventData(ev); ok && gjson.GetBytes(data, "type").String() == "response.completed" {
+		if data, ok := sse.Data(ev); ok && gjson.GetBytes(data, "type").String() == "response.completed" {
 			done = gjson.ParseBytes(data).Get("response")
 		}
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,9 +82,9 @@ func TestResponsesGolden(t *testing.T) {
 			if body, err := os.ReadFile(fixture(t, fx[0], "upstream.json")); fx[0] != "-" && err == nil {
 				golden(t, filepath.Join(dir, "response.json"), indentJSON(t, normalize(tr.enc.body(body, 200))))
 			}
-			if sse, err := os.ReadFile(fixture(t, fx[1], "upstream.sse")); fx[1] != "-" && err == nil {
+			if events, err := os.ReadFile(fixture(t, fx[1], "upstream.sse")); fx[1] != "-" && err == nil {
 				tr, _ = responsesSurface{}.translate(s, "", req)
-				golden(t, filepath.Join(dir, "response.sse"), normalize(encodeStream(t, tr.enc, sse)))
+				golden(t, filepath.Join(dir, "response.sse"), normalize(encodeStream(t, tr.enc, events)))
 			}
 		})
 	}
@@ -91,10 +92,10 @@ func TestResponsesGolden(t *testing.T) {
 
 // encodeStream feeds an engine SSE stream through an encoder as the stream
 // body does.
-func encodeStream(t *testing.T, enc encoder, sse []byte) []byte {
+func encodeStream(t *testing.T, enc encoder, events []byte) []byte {
 	var out []byte
-	for _, ev := range splitEvents(sse) {
-		data, ok := eventData(ev)
+	for _, ev := range splitEvents(events) {
+		data, ok := sse.Data(ev)
 		if !ok {
 			continue
 		}
@@ -119,7 +120,7 @@ func checkResponsesEvents(t *testing.T, out []byte) {
 	for i, ev := range splitEvents(out) {
 		lines := strings.SplitN(string(ev), "\n", 2)
 		typ := strings.TrimPrefix(lines[0], "event: ")
-		data, ok := eventData(ev)
+		data, ok := sse.Data(ev)
 		d := gjson.ParseBytes(data)
 		if !ok || d.Get("type").String() != typ || d.Get("sequence_number").Int() != int64(i) {
 			t.Fatalf("event %d malformed: %q", i, ev)

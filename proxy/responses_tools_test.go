@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"strings"
 	"testing"
 
@@ -162,7 +163,7 @@ func TestResponsesNamespaceAndCustomCalls(t *testing.T) {
 	var customDeltas []string
 	types := map[string]int{}
 	for _, ev := range splitEvents(out) {
-		data, _ := eventData(ev)
+		data, _ := sse.Data(ev)
 		d := gjson.ParseBytes(data)
 		types[d.Get("type").String()]++
 		switch d.Get("type").String() {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/hone-rl/hone/proxy/continuity"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"log/slog"
 	"net"
 	"strconv"
@@ -44,8 +46,8 @@ type Server struct {
 	bg         sync.WaitGroup // background work the server owns (tokenize fallbacks)
 	tokenizing chan struct{}  // slots of tokenize fallbacks in flight
 
-	cont    *continuity // continuity mode tokens (nil: observe)
-	contWhy string      // why tokens mode was asked for but is off
+	cont    *continuity.Continuity // continuity mode tokens (nil: observe)
+	contWhy string                 // why tokens mode was asked for but is off
 }
 
 // New returns a data plane for opts. rec may be nil (nothing is captured);
@@ -68,12 +70,12 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		s.keys[k] = true
 	}
 	if opts.Continuity == ContinuityTokens {
-		if s.cont, err = newContinuity(opts.Upstream.Tokenizer, reg, log); err != nil {
+		if s.cont, err = continuity.New(opts.Upstream.Tokenizer, reg, log); err != nil {
 			s.contWhy = err.Error()
 			log.Warn("continuity: tokens mode needs the model folder; observing", "err", err)
 		} else {
-			if lc, ok := s.rec.(latestCalls); ok {
-				s.cont.restore(lc)
+			if lc, ok := s.rec.(continuity.LatestCalls); ok {
+				s.cont.Restore(lc)
 			}
 			s.rec = continuityRecorder{Recorder: s.rec, k: s.cont}
 		}
@@ -348,7 +350,7 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 	c.httpStatus = resp.StatusCode()
 	p := planOf(ctx)
 	if p != nil {
-		p.count()
+		p.Count()
 	}
 	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
 	ctx.SetStatusCode(c.httpStatus)
@@ -357,8 +359,8 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 		c.streaming = true
 		ctx.Response.ImmediateHeaderFlush = true
 		sb := newStreamBody(c, resp)
-		if p != nil && p.sentTo != nil {
-			sb.sse = newSSEReader(p.chatStream(resp.BodyStream())) // token-id completions stream -> chat stream
+		if p != nil && p.Sent() {
+			sb.events = sse.NewReader(p.ChatStream(resp.BodyStream())) // token-id completions stream -> chat stream
 		}
 		ctx.SetBodyStream(sb, -1)
 		return
@@ -384,8 +386,8 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		return
 	}
 	s.m.bytesIn.Add(float64(len(buf.B)))
-	if p := planOf(ctx); p != nil && p.sentTo != nil && c.httpStatus < 400 {
-		if chatBody, err := p.chatBody(buf.B); err == nil {
+	if p := planOf(ctx); p != nil && p.Sent() && c.httpStatus < 400 {
+		if chatBody, err := p.ChatBody(buf.B); err == nil {
 			buf.B = append(buf.B[:0], chatBody...)
 		} else {
 			s.log.Warn("continuity: engine answer not converted", "call", c.id, "err", err)

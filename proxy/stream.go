@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 type streamBody struct {
 	c       *call
 	resp    *fasthttp.Response
-	sse     *sseReader
+	events  *sse.Reader
 	pending []byte
 	out     []byte
 	ended   bool // upstream finished (cleanly or not)
@@ -32,7 +33,7 @@ type streamBody struct {
 }
 
 func newStreamBody(c *call, resp *fasthttp.Response) *streamBody {
-	return &streamBody{c: c, resp: resp, sse: newSSEReader(resp.BodyStream())}
+	return &streamBody{c: c, resp: resp, events: sse.NewReader(resp.BodyStream())}
 }
 
 // Read returns the rest of the current event, or the next event (one
@@ -45,7 +46,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		if b.ended {
 			return 0, io.EOF
 		}
-		ev, err := b.sse.next()
+		ev, err := b.events.Next()
 		t := time.Now()
 		if b.c.firstEvent.IsZero() && len(ev) > 0 {
 			b.c.firstEvent = t
@@ -104,7 +105,7 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 
 // process tees one event and returns what the agent gets (nil drops it).
 func (b *streamBody) process(ev []byte) []byte {
-	data, ok := eventData(ev)
+	data, ok := sse.Data(ev)
 	if ok && bytes.Equal(data, []byte("[DONE]")) {
 		b.sawDone = true
 		b.settleBeforeDone()
@@ -145,7 +146,7 @@ func (b *streamBody) release(usage, next []byte) []byte {
 // withFingerprint puts system_fingerprint on a chunk that ends a choice and
 // lacks it.
 func withFingerprint(ev []byte, fp string) []byte {
-	data, ok := eventData(ev)
+	data, ok := sse.Data(ev)
 	if !ok || gjson.GetBytes(data, "system_fingerprint").Exists() {
 		return ev
 	}

@@ -8,7 +8,7 @@ function) and, under auto, when parallel_tool_calls is false or a tool is
 strict.
 This runs vLLM's own Parser._apply_structural_tag on a set of requests and
 writes each request with the tag (or null) to
-proxy/testdata/structural_tag.json; proxy's TestStructuralTagGolden builds
+proxy/continuity/testdata/structural_tag.json; proxy/continuity's TestStructuralTagGolden builds
 the same tags. Run from the repository root with the peers' Python:
 
     ~/.cache/hone/peers/venv/bin/python scripts/peers/structural_tag_golden.py
@@ -65,7 +65,7 @@ def tag_for(body):
 
 def main():
     out = [{"request": body, "structural_tag": tag_for(body)} for body in REQUESTS]
-    path = sys.argv[1] if len(sys.argv) > 1 else "proxy/testdata/structural_tag.json"
+    path = sys.argv[1] if len(sys.argv) > 1 else "proxy/continuity/testdata/structural_tag.json"
     with open(path, "w") as f:
         f.write('{"vllm": %s, "cases": [\n' % json.dumps(vllm.__version__))
         f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in out))

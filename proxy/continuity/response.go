@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"bytes"
@@ -94,8 +94,8 @@ var jsonNull = json.RawMessage("null")
 // toolCallID is the id of a parsed tool call as the engine writes it:
 // vLLM's "chatcmpl-tool-" and 16 hex digits, the embedded engine's
 // model/chat "call_" ids.
-func (p *plan) toolCallID(id string) string {
-	if p.sentTo != nil && p.sentTo.kind == "embedded" {
+func (p *Plan) toolCallID(id string) string {
+	if p.sent && p.kind == "embedded" {
 		return id
 	}
 	var b [8]byte
@@ -104,7 +104,12 @@ func (p *plan) toolCallID(id string) string {
 }
 
 // rawOrNull returns v's raw JSON, or null.
-func rawOrNull(v gjson.Result) json.RawMessage { return rawOr(v, "null") }
+func rawOrNull(v gjson.Result) json.RawMessage {
+	if !v.Exists() {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(v.Raw)
+}
 
 // chatID turns a completions id into a chat completions id.
 func chatID(id string) string { return "chatcmpl-" + strings.TrimPrefix(id, "cmpl-") }
@@ -120,8 +125,8 @@ func marshalPlain(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// chatBody turns a non-stream completions answer into the chat completion.
-func (p *plan) chatBody(cmpl []byte) ([]byte, error) {
+// ChatBody turns a non-stream completions answer into the chat completion.
+func (p *Plan) ChatBody(cmpl []byte) ([]byte, error) {
 	if !gjson.ValidBytes(cmpl) {
 		return nil, errors.New("engine answer is not JSON")
 	}
@@ -183,8 +188,8 @@ func allIDs(cs []contChoice) [][]int32 {
 // that made reasoning: those before the first </think> token (a leading
 // <think> token aside), all of them when reasoning never ended. ok is false
 // when the engine reports no such count (hone's embedded engine).
-func (p *plan) reasoningTokens(choices [][]int32) (n int, ok bool) {
-	if p.sentTo == nil || p.sentTo.kind == "embedded" || !p.k.parse.Reasoning {
+func (p *Plan) reasoningTokens(choices [][]int32) (n int, ok bool) {
+	if !p.sent || p.kind == "embedded" || !p.k.parse.Reasoning {
 		return 0, false
 	}
 	start, _ := p.k.tok.TokenID("<think>")
@@ -237,9 +242,9 @@ func finishReason(v gjson.Result, toolCalls bool) *string {
 // parser (0.32) reads output as reasoning until </think> whenever thinking
 // is enabled; hone's embedded engine only when the output or the prompt
 // opens <think>.
-func (p *plan) parseOptions() chat.ParseOptions {
+func (p *Plan) parseOptions() chat.ParseOptions {
 	open := p.thinkOpen
-	if p.sentTo != nil && p.sentTo.kind != "embedded" && p.thinking {
+	if p.sent && p.kind != "embedded" && p.thinking {
 		open = true
 	}
 	return chat.ParseOptions{Reasoning: p.k.parse.Reasoning, Tools: p.tools || p.force != nil, ThinkOpen: open && p.k.parse.Reasoning}
@@ -247,10 +252,14 @@ func (p *plan) parseOptions() chat.ParseOptions {
 
 // tokens reads a completions choice's token ids (token_ids, else the
 // "token_id:N" logprob strings) and turns its logprobs into the chat form.
-func (p *plan) tokens(c gjson.Result) ([]int32, []contLogprobEntry) {
+func (p *Plan) tokens(c gjson.Result) ([]int32, []contLogprobEntry) {
 	var ids []int32
 	if t := c.Get("token_ids"); t.IsArray() {
-		ids = appendIDs(nil, t.Raw)
+		ids = make([]int32, 0, len(t.Raw)/4)
+		t.ForEach(func(_, v gjson.Result) bool {
+			ids = append(ids, int32(v.Int()))
+			return true
+		})
 	}
 	lp := c.Get("logprobs")
 	if !lp.IsObject() {
@@ -293,7 +302,7 @@ func at(a []gjson.Result, i int) gjson.Result {
 
 // logprob renders one chat logprob entry: the token's text (or
 // "token_id:N" when the client asked for that), its logprob and bytes.
-func (p *plan) logprob(id int32, s string, lp json.RawMessage) contLogprob {
+func (p *Plan) logprob(id int32, s string, lp json.RawMessage) contLogprob {
 	text := s
 	if _, ok := tokenID(s); ok && !p.asIDs {
 		text = p.k.tok.Decode([]int32{id})

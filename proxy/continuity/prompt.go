@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -10,15 +10,14 @@ import (
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/hone-rl/hone/model/template"
 	"github.com/tidwall/gjson"
-	"github.com/valyala/fasthttp"
 )
 
-// plan is one chat call in continuity mode tokens: the prompt ids hone
+// Plan is one chat call in continuity mode tokens: the prompt ids hone
 // rendered (with the sampled ids of a served turn put back) and what is
 // needed to send them to an engine and to turn its completion back into
 // the chat completion the agent asked for.
-type plan struct {
-	k         *continuity
+type Plan struct {
+	k         *Continuity
 	session   string
 	prefix    prefixHash // the request's messages, by meaning: a reply's turn chains onto it
 	ids       []int32    // prompt ids
@@ -29,7 +28,8 @@ type plan struct {
 	up        []byte     // the chat body as rewritten for the engine (sampling fields)
 	topN      int        // top_logprobs the client asked for
 	asIDs     bool       // the client asked return_tokens_as_token_ids
-	sentTo    *engine    // the engine that got the token-id prompt; nil: the chat body went
+	sent      bool       // the engine took the token-id prompt; false: the chat body went
+	kind      string     // the kind of engine the prompt went to (engine.kind)
 	force     *forced    // a forced tool call (continuity_forced.go), sampled and parsed as hermes calls; nil: none
 	single    bool       // parallel_tool_calls false: the client gets the first tool call only, as from vLLM
 	vllmTag   []byte     // the structural tag vLLM's chat would constrain the call with (structuralTag); nil: none
@@ -54,11 +54,22 @@ var chatOnly = map[string]bool{
 	"functions": true, "function_call": true, "echo": true, "prompt": true, "structured_outputs": true,
 }
 
-// planCall renders a captured chat call's prompt in tokens mode. body is
-// the chat request (the agent's, or a translated API's), up the same
-// rewritten for the engine. The error says why the call is observed.
-func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
-	k := s.cont
+// Plan renders a captured chat call's prompt in tokens mode. body is the
+// chat request (the agent's, or a translated API's), up the same rewritten
+// for the engine, session the call's. The plan is kept under callID until
+// Remember sees the call recorded. The error says why the call is observed
+// (counted so).
+func (k *Continuity) Plan(callID, session string, body, up []byte) (*Plan, error) {
+	p, err := k.plan(session, body, up)
+	if err != nil {
+		k.calls.WithLabelValues("observe").Inc()
+		return nil, err
+	}
+	k.plans.Add(callID, p)
+	return p, nil
+}
+
+func (k *Continuity) plan(session string, body, up []byte) (*Plan, error) {
 	doc := gjson.ParseBytes(withoutMessages(body))
 	if err := covered(doc); err != nil {
 		return nil, err
@@ -71,11 +82,11 @@ func (s *Server) planCall(c *call, body, up []byte) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	cv, err := k.conversation(c.verdict.Session, req)
+	cv, err := k.conversation(session, req)
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{k: k, session: c.verdict.Session, prefix: cv.hashes[len(cv.hashes)-1], up: up,
+	p := &Plan{k: k, session: session, prefix: cv.hashes[len(cv.hashes)-1], up: up,
 		topN: int(doc.Get("top_logprobs").Int()), asIDs: doc.Get("return_tokens_as_token_ids").Bool(),
 		thinking: doc.Get("chat_template_kwargs.enable_thinking").Type != gjson.False, force: force,
 		single: doc.Get("parallel_tool_calls").Type == gjson.False, vllmTag: structuralTag(doc)}
@@ -131,7 +142,7 @@ func turnKey(session string, h prefixHash) string { return session + "\x00" + st
 // comes after the turn (tail, from spliceTail). eos is the end-of-turn
 // token the template closes the turn with: put back when generation
 // stopped without one (max_tokens or a stop string).
-func (k *continuity) splice(turn *servedTurn, tail string, eos eosToken) []int32 {
+func (k *Continuity) splice(turn *servedTurn, tail string, eos eosToken) []int32 {
 	tailIDs := k.tok.Encode(tail)
 	ids := make([]int32, 0, len(turn.ids)+1+len(tailIDs))
 	ids = append(ids, turn.ids...)
@@ -143,7 +154,7 @@ func (k *continuity) splice(turn *servedTurn, tail string, eos eosToken) []int32
 
 // nthEOS returns where the n-th end-of-turn token of text ends, and which
 // token it is; -1 when text has fewer.
-func (k *continuity) nthEOS(text string, n int) (int, eosToken) {
+func (k *Continuity) nthEOS(text string, n int) (int, eosToken) {
 	pos := 0
 	for c := 0; c < n; c++ {
 		at, tok := -1, eosToken{}
@@ -163,9 +174,9 @@ func (k *continuity) nthEOS(text string, n int) (int, eosToken) {
 	return -1, eosToken{}
 }
 
-// remember stores the turns a finished chat call served, keyed by the
+// Remember stores the turns a finished chat call served, keyed by the
 // conversation they complete, for the session's later calls.
-func (k *continuity) remember(c *capture.Call) {
+func (k *Continuity) Remember(c *capture.Call) {
 	p, _ := k.plans.Get(c.ID)
 	if p != nil {
 		k.plans.Remove(c.ID)
@@ -195,7 +206,7 @@ func (k *continuity) remember(c *capture.Call) {
 
 // rememberTurn stores one served choice: the conversation prefix plus the
 // reply, by meaning, maps to the prompt and sampled ids.
-func (k *continuity) rememberTurn(session string, prefix prefixHash, prompt []int32, ch *capture.Choice) {
+func (k *Continuity) rememberTurn(session string, prefix prefixHash, prompt []int32, ch *capture.Choice) {
 	if len(ch.TokenIDs) == 0 || ch.FinishReason == "" || session == "" || len(prompt) == 0 {
 		return
 	}
@@ -205,7 +216,7 @@ func (k *continuity) rememberTurn(session string, prefix prefixHash, prompt []in
 		&servedTurn{ids: ids, ended: k.isEOS(ch.TokenIDs[len(ch.TokenIDs)-1])})
 }
 
-func (k *continuity) isEOS(id int32) bool {
+func (k *Continuity) isEOS(id int32) bool {
 	for _, t := range k.eos {
 		if t.id == id {
 			return true
@@ -214,17 +225,17 @@ func (k *continuity) isEOS(id int32) bool {
 	return false
 }
 
-// upstream returns the body and route to send engine e: the token-id
-// completions request when e passed the probe, else the chat body as it
-// was.
-func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
-	p.sentTo = nil
-	st := p.k.state(e.url)
-	if st == nil || !st.tokens {
+// Upstream returns the body and route to send the engine at url (of the
+// given kind, as in engine.kind): the token-id completions request when the
+// engine passed the probe, else the chat body and route as they were.
+func (p *Plan) Upstream(url, kind string, body, uri []byte) ([]byte, []byte) {
+	p.sent, p.kind = false, kind
+	st := p.k.State(url)
+	if st == nil || !st.Tokens {
 		return body, uri
 	}
 	p.tag = p.vllmTag
-	if e.kind == "embedded" {
+	if kind == "embedded" {
 		p.tag = p.embTag
 	}
 	if p.force != nil && p.tag == nil {
@@ -233,12 +244,12 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 	// vLLM's qwen3 reasoning parser (and its hermes tool parser, for
 	// tool-calling requests) keep special tokens in a chat's output
 	// (skip_special_tokens false): the same text comes back here
-	b, err := p.completionsBody(st.maxModelLen, e.kind != "embedded" && (p.tools || p.force != nil || p.k.parse.Reasoning))
+	b, err := p.completionsBody(st.MaxModelLen, kind != "embedded" && (p.tools || p.force != nil || p.k.parse.Reasoning))
 	if err != nil {
-		p.k.log.Debug("continuity: chat body kept", "engine", e.url, "err", err)
+		p.k.log.Debug("continuity: chat body kept", "engine", url, "err", err)
 		return body, uri
 	}
-	p.sentTo = e
+	p.sent = true
 	return b, []byte("/v1/completions")
 }
 
@@ -247,7 +258,7 @@ func (p *plan) upstream(e *engine, body, uri []byte) ([]byte, []byte) {
 // default, the context left, when the client set none: completions would
 // default to 16), logprobs in the completions form, token ids, and
 // skip_special_tokens false when keepSpecial.
-func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error) {
+func (p *Plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error) {
 	doc := gjson.ParseBytes(p.up)
 	out := make([]byte, 0, len(p.up)/4+len(p.ids)*7+256)
 	out = append(out, '{')
@@ -304,26 +315,14 @@ func (p *plan) completionsBody(maxModelLen int, keepSpecial bool) ([]byte, error
 	return out, nil
 }
 
-// useContinuity plans a call in tokens mode and attaches the plan to the
-// request; calls it does not cover go to the engine as sent.
-func (s *Server) useContinuity(ctx *fasthttp.RequestCtx, c *call, body, up []byte) {
-	if s.cont == nil || !c.dialect.rendersChat() || !c.verdict.Capture {
-		return
-	}
-	p, err := s.planCall(c, body, up)
-	if err != nil {
-		s.cont.calls.WithLabelValues("observe").Inc()
-		s.log.Debug("continuity: call observed", "call", c.id, "why", err)
-		return
-	}
-	s.cont.plans.Add(c.id, p)
-	ctx.SetUserValue(planKey{}, p)
-}
+// Sent reports whether the engine got the token-id prompt (the answer is
+// then a completions answer, for ChatBody or ChatStream).
+func (p *Plan) Sent() bool { return p.sent }
 
-// count records how a planned call went upstream.
-func (p *plan) count() {
+// Count records how a planned call went upstream.
+func (p *Plan) Count() {
 	switch {
-	case p.sentTo == nil:
+	case !p.sent:
 		p.k.calls.WithLabelValues("observe").Inc()
 	case p.spliced:
 		p.k.calls.WithLabelValues("spliced").Inc()

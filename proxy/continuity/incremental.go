@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ var msgSeed = maphash.MakeSeed()
 // conversation normalises and hashes req's messages, reusing the session's
 // previous call for the messages it sent unchanged, and keeps the result
 // for the session's next call.
-func (k *continuity) conversation(session string, req template.Request) (*convo, error) {
+func (k *Continuity) conversation(session string, req template.Request) (*convo, error) {
 	seed := seedHash(req.Input)
 	var prev *convo
 	if session != "" {
@@ -99,7 +99,7 @@ type incremental struct {
 	checks  *prometheus.CounterVec
 }
 
-func (inc *incremental) init(k *continuity) {
+func (inc *incremental) init(k *Continuity) {
 	inc.heads, _ = lru.New[string, int](4096) // errors only for a size <= 0
 	inc.checks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hone_continuity_incremental_checks_total",
 		Help: "Incremental renderings checked against a full rendering: equal, or different (incremental rendering " +
@@ -115,7 +115,7 @@ func (inc *incremental) init(k *continuity) {
 // that token, rendered incrementally when that is on (and checked when due),
 // else from the whole conversation. ok is false when the rendering does
 // not close the turn where the path says.
-func (k *continuity) spliceTail(in template.Input, c *convo, hit int, turn *servedTurn) (string, eosToken, bool) {
+func (k *Continuity) spliceTail(in template.Input, c *convo, hit int, turn *servedTurn) (string, eosToken, bool) {
 	if !k.inc.off.Load() {
 		tail, eos, err := k.tailIncremental(in, c, hit)
 		if err == nil {
@@ -134,7 +134,7 @@ func (k *continuity) spliceTail(in template.Input, c *convo, hit int, turn *serv
 	return k.tailFull(in, c.norm, turn)
 }
 
-func (k *continuity) incrementalMismatch(full, tail string) {
+func (k *Continuity) incrementalMismatch(full, tail string) {
 	k.inc.checks.WithLabelValues("different").Inc()
 	if k.inc.off.Swap(true) {
 		return
@@ -155,7 +155,7 @@ func excerpt(s string, at int) string {
 // tailFull renders the whole conversation and cuts it after the served
 // turn: at the end-of-turn token that closes it (one per turn the path
 // closed, plus the turn's own; see splice).
-func (k *continuity) tailFull(in template.Input, norm []json.RawMessage, turn *servedTurn) (string, eosToken, bool) {
+func (k *Continuity) tailFull(in template.Input, norm []json.RawMessage, turn *servedTurn) (string, eosToken, bool) {
 	in.Messages = template.JoinMessages(norm)
 	text, err := k.tmpl.Render(in)
 	if err != nil {
@@ -181,7 +181,7 @@ func (k *continuity) tailFull(in template.Input, norm []json.RawMessage, turn *s
 // user message up to the turn, the turn and what follows) and cuts it
 // after the turn, whose end-of-turn token is the last of the short
 // conversation's rendering up to the turn.
-func (k *continuity) tailIncremental(in template.Input, c *convo, hit int) (string, eosToken, error) {
+func (k *Continuity) tailIncremental(in template.Input, c *convo, hit int) (string, eosToken, error) {
 	norm, msgs := c.norm, c.msgs
 	u := hit
 	for u > 0 && msgs[u].Role != "user" {
@@ -215,7 +215,7 @@ func (k *continuity) tailIncremental(in template.Input, c *convo, hit int) (stri
 // template closes turns by the kind of each message, not by its text, so
 // the count is kept per shape (roles and which parts are empty) and head is
 // rendered once per shape.
-func (k *continuity) headEOS(in template.Input, seed prefixHash, head []json.RawMessage, shape string) (int, error) {
+func (k *Continuity) headEOS(in template.Input, seed prefixHash, head []json.RawMessage, shape string) (int, error) {
 	key := string(seed[:]) + shape
 	if n, ok := k.inc.heads.Get(key); ok {
 		return n, nil
@@ -261,7 +261,7 @@ func flag(b bool) byte {
 }
 
 // countEOS counts the end-of-turn tokens in text.
-func (k *continuity) countEOS(text string) int {
+func (k *Continuity) countEOS(text string) int {
 	n := 0
 	for end, _ := k.nthEOS(text, 1); end >= 0; end, _ = k.nthEOS(text, 1) {
 		n++
@@ -274,7 +274,7 @@ func (k *continuity) countEOS(text string) int {
 // every assistant turn and reports the first difference. A conversation
 // the template refuses as a whole (Llama 3.x raises on parallel tool
 // calls) is skipped; at least one must render.
-func (k *continuity) selfCheck() error {
+func (k *Continuity) selfCheck() error {
 	checked := 0
 	for _, conv := range selfCheckConversations {
 		var raws []json.RawMessage
@@ -302,7 +302,7 @@ func (k *continuity) selfCheck() error {
 	return nil
 }
 
-func (k *continuity) selfCheckConversation(in template.Input, c *convo) error {
+func (k *Continuity) selfCheckConversation(in template.Input, c *convo) error {
 	for hit, m := range c.msgs {
 		if m.Role != "assistant" {
 			continue

@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/model/template"
-	"github.com/tidwall/gjson"
 )
 
 // probeConversation is rendered by hone and by each engine's /tokenize: a
@@ -23,58 +22,49 @@ const probeConversation = `{"messages":[` +
 	`"tools":[{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic","parameters":{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}}}],` +
 	`"add_generation_prompt":true}`
 
-// probe compares hone's rendering of the probe conversation with engine
-// e's and records whether tokens mode runs for e.
-func (s *Server) probe(ctx context.Context, e *engine) {
-	k := s.cont
-	st := k.probeEngine(ctx, s, e)
-	prev := k.state(e.url)
-	k.setState(e.url, st)
-	if prev != nil && *prev == *st {
-		return
-	}
-	if st.tokens {
-		s.log.Info("continuity: tokens mode", "engine", e.url, "max_model_len", st.maxModelLen)
-	} else {
-		s.log.Warn("continuity: observing this engine", "engine", e.url, "why", st.reason)
-	}
+// Tokenize posts a chat request to an engine's /tokenize and returns the
+// prompt ids and max_model_len of its reply. Its errors say what failed
+// (the post, the status, the reply).
+type Tokenize func(ctx context.Context, body []byte) (ids []int32, maxModelLen int, err error)
+
+// Probe compares hone's rendering of the probe conversation with the
+// engine's at url (of the given kind) and records whether tokens mode runs
+// for it. changed is false when the result is the one recorded before.
+func (k *Continuity) Probe(ctx context.Context, url, kind string, tokenize Tokenize) (st *EngineState, changed bool) {
+	st = k.probe(ctx, kind, tokenize)
+	prev := k.State(url)
+	k.setState(url, st)
+	return st, prev == nil || *prev != *st
 }
 
-func (k *continuity) probeEngine(ctx context.Context, s *Server, e *engine) *engineContinuity {
-	if e.kind == "sglang" {
-		return &engineContinuity{reason: "SGLang engines are not covered (their completions answers differ from vLLM's)"}
+func (k *Continuity) probe(ctx context.Context, kind string, tokenize Tokenize) *EngineState {
+	if kind == "sglang" {
+		return &EngineState{Reason: "SGLang engines are not covered (their completions answers differ from vLLM's)"}
 	}
 	in, err := template.RequestInput([]byte(probeConversation))
 	if err != nil {
-		return &engineContinuity{reason: "probe conversation: " + err.Error()}
+		return &EngineState{Reason: "probe conversation: " + err.Error()}
 	}
 	text, err := k.tmpl.Render(in)
 	if err != nil {
-		return &engineContinuity{reason: "the chat template cannot render the probe conversation: " + err.Error()}
+		return &EngineState{Reason: "the chat template cannot render the probe conversation: " + err.Error()}
 	}
 	want := k.tok.Encode(text)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	status, reply, err := s.postTokenize(ctx, e, []byte(probeConversation))
-	switch {
-	case err != nil:
-		return &engineContinuity{reason: "probe: POST /tokenize: " + err.Error()}
-	case status != 200:
-		return &engineContinuity{reason: fmt.Sprintf("probe: POST /tokenize answered %d: %.200s", status, reply)}
-	}
-	got, err := parseTokenizeReply(reply)
+	got, maxLen, err := tokenize(ctx, []byte(probeConversation))
 	if err != nil {
-		return &engineContinuity{reason: "probe: /tokenize reply: " + err.Error()}
+		return &EngineState{Reason: "probe: " + err.Error()}
 	}
 	if i := firstDiff(want, got); i >= 0 {
-		return &engineContinuity{reason: fmt.Sprintf("probe: the engine's prompt differs from hone's at token %d of %d/%d "+
+		return &EngineState{Reason: fmt.Sprintf("probe: the engine's prompt differs from hone's at token %d of %d/%d "+
 			"(hone %q, engine %q)", i, len(want), len(got), k.around(want, i), k.around(got, i))}
 	}
-	return &engineContinuity{tokens: true, reason: "probe passed", maxModelLen: int(gjson.GetBytes(reply, "max_model_len").Int())}
+	return &EngineState{Tokens: true, Reason: "probe passed", MaxModelLen: maxLen}
 }
 
 // around decodes a few tokens around position i, for the log.
-func (k *continuity) around(ids []int32, i int) string {
+func (k *Continuity) around(ids []int32, i int) string {
 	lo, hi := max(0, i-3), min(len(ids), i+4)
 	if lo >= hi {
 		return ""
@@ -93,11 +83,4 @@ func firstDiff(a, b []int32) int {
 		return min(len(a), len(b))
 	}
 	return -1
-}
-
-// probeAll probes every engine (at start).
-func (s *Server) probeAll(ctx context.Context) {
-	for _, e := range s.pool.engines {
-		s.probe(ctx, e)
-	}
 }

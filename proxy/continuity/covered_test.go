@@ -1,9 +1,10 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -11,7 +12,7 @@ import (
 
 // TestStructuralTagGolden: the structural tags hone sends vLLM engines are
 // the ones vLLM 0.32's own chat endpoint builds for the same requests
-// (proxy/testdata/structural_tag.json, made by vLLM's
+// (proxy/continuity/testdata/structural_tag.json, made by vLLM's
 // Parser._apply_structural_tag through scripts/peers/structural_tag_golden.py),
 // compared as JSON values; none where vLLM builds none.
 func TestStructuralTagGolden(t *testing.T) {
@@ -46,8 +47,8 @@ func TestStructuralTagGolden(t *testing.T) {
 	if tags < 5 {
 		t.Errorf("only %d cases with a tag", tags)
 	}
-	k := &continuity{log: slog.New(slog.DiscardHandler)}
-	p := &plan{k: k, ids: []int32{1}, tag: structuralTag(gjson.Parse(`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`))}
+	k := &Continuity{log: slog.New(slog.DiscardHandler)}
+	p := &Plan{k: k, ids: []int32{1}, tag: structuralTag(gjson.Parse(`{"tools":[{"type":"function","function":{"name":"a"}}],"parallel_tool_calls":false}`))}
 	body, err := p.completionsBody(64, false)
 	if err != nil {
 		t.Fatal(err)
@@ -55,4 +56,16 @@ func TestStructuralTagGolden(t *testing.T) {
 	if s := gjson.GetBytes(body, "structured_outputs.structural_tag"); s.Type != gjson.String || !jsonEqual(s.Str, string(p.tag)) {
 		t.Errorf("completions body %s", body)
 	}
+}
+
+// jsonEqual compares two JSON texts as values ("" equals "").
+func jsonEqual(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }

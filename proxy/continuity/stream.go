@@ -1,8 +1,9 @@
-package proxy
+package continuity
 
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 
 	"github.com/hone-rl/hone/capture"
@@ -18,8 +19,8 @@ import (
 // then the finishing chunk, the usage chunk and [DONE] as the engine sent
 // them. The stream proxy reads it as it reads an engine's chat stream.
 type chatStream struct {
-	p       *plan
-	src     *sseReader
+	p       *Plan
+	src     *sse.Reader
 	out     []byte
 	err     error
 	sentIDs bool // the prompt ids went out (on the first chunk)
@@ -34,8 +35,10 @@ type streamChoice struct {
 	served  capture.Choice // what the client gets, for the served-turn cache
 }
 
-func (p *plan) chatStream(r io.Reader) io.Reader {
-	return &chatStream{p: p, src: newSSEReader(r), choices: map[int]*streamChoice{}}
+// ChatStream turns a completions event stream into the chat completion
+// stream the engine would have sent.
+func (p *Plan) ChatStream(r io.Reader) io.Reader {
+	return &chatStream{p: p, src: sse.NewReader(r), choices: map[int]*streamChoice{}}
 }
 
 func (s *chatStream) Read(b []byte) (int, error) {
@@ -43,7 +46,7 @@ func (s *chatStream) Read(b []byte) (int, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
-		ev, err := s.src.next()
+		ev, err := s.src.Next()
 		if err != nil {
 			s.err = err // a partial event is dropped; the proxy reports the broken stream
 			continue
@@ -99,7 +102,7 @@ type contDeltaFunction struct {
 
 // convert turns one engine event into chat events appended to s.out.
 func (s *chatStream) convert(ev []byte) {
-	data, ok := eventData(ev)
+	data, ok := sse.Data(ev)
 	if !ok || bytes.Equal(data, []byte("[DONE]")) || !gjson.ValidBytes(data) {
 		s.out = append(s.out, ev...) // comments, [DONE], and what cannot be read go as sent
 		return
@@ -243,7 +246,7 @@ func (s *chatStream) with(head contChunk, c contChunkChoice) contChunk {
 	head.Choices = []contChunkChoice{c}
 	if !s.sentIDs {
 		head.PromptTokenIDs, s.sentIDs = s.p.ids, true
-		if s.p.sentTo != nil && s.p.sentTo.kind != "embedded" {
+		if s.p.sent && s.p.kind != "embedded" {
 			head.PromptText = jsonNull
 		}
 	}

@@ -1,4 +1,7 @@
-package proxy
+// Package sse splits a text/event-stream body into events and reads their
+// data fields, byte-exact, for the data plane's streams and continuity's
+// conversion of completions streams.
+package sse
 
 import (
 	"bufio"
@@ -7,21 +10,22 @@ import (
 	"io"
 )
 
-// sseReader splits a text/event-stream body into events. An event is
+// Reader splits a text/event-stream body into events. An event is
 // returned with its terminating blank line, exactly as the engine sent it.
-type sseReader struct {
+type Reader struct {
 	br  *bufio.Reader
 	buf []byte
 }
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 16<<10)}
+// NewReader reads events from r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
 }
 
-// next returns the next complete event. It returns io.EOF after the last
+// Next returns the next complete event. It returns io.EOF after the last
 // complete event, and io.ErrUnexpectedEOF with the partial bytes when the
 // stream ends inside an event. The returned slice is valid until next call.
-func (r *sseReader) next() ([]byte, error) {
+func (r *Reader) Next() ([]byte, error) {
 	r.buf = r.buf[:0]
 	for {
 		line, err := r.br.ReadSlice('\n')
@@ -49,9 +53,9 @@ func isBlankLine(line []byte) bool {
 	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')
 }
 
-// eventData returns the data field of an event (data lines joined by "\n")
+// Data returns the data field of an event (data lines joined by "\n")
 // and whether the event has one. Comments and other fields are ignored.
-func eventData(ev []byte) ([]byte, bool) {
+func Data(ev []byte) ([]byte, bool) {
 	var data []byte
 	found := false
 	for len(ev) > 0 {

@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -17,17 +17,17 @@ import (
 // templateContinuity is continuity over one of model/template's test
 // templates, with the given end-of-turn texts (no tokenizer: the tests
 // compare rendered text).
-func templateContinuity(t *testing.T, family string, eos ...string) *continuity {
+func templateContinuity(t *testing.T, family string, eos ...string) *Continuity {
 	t.Helper()
 	clock := template.WithClock(func() time.Time { return time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC) })
-	tm, err := template.Load("../model/template/testdata/models/"+family, clock)
+	tm, err := template.Load("../../model/template/testdata/models/"+family, clock)
 	if family == "numbered" {
 		tm, err = template.Parse([]byte(`{"chat_template": "{% for m in messages %}<|im_start|>{{ loop.index }} {{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}`), nil)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &continuity{tmpl: tm, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	k := &Continuity{tmpl: tm, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for i, e := range eos {
 		k.eos = append(k.eos, eosToken{id: int32(i + 1), text: e})
 	}

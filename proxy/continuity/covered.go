@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -167,7 +167,7 @@ func embeddedArguments(p gjson.Result) json.RawMessage {
 // does (chat.ToJSON: no ASCII escapes), the way the embedded engine's chat
 // constraint writes a tool's name.
 func templateString(s string) string {
-	q, _ := chat.ToJSON(jsonString(s))
+	q, _ := chat.ToJSON(quoted(s))
 	return q
 }
 
@@ -204,5 +204,11 @@ func embeddedTag(doc gjson.Result) []byte {
 	if err != nil {
 		return nil
 	}
+	return b
+}
+
+// quoted is s as a JSON string.
+func quoted(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
 	return b
 }

@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/model/template"
 )
 
@@ -44,14 +43,13 @@ func benchSession() []byte {
 //   - rendered: no served turn found, the whole conversation rendered and
 //     tokenized.
 func BenchmarkContinuityPlan(b *testing.B) {
-	k, err := newContinuity(tinyModel, nil, slog.Default())
+	k, err := New(tinyModel, nil, slog.Default())
 	if err != nil {
 		b.Fatal(err)
 	}
 	if k.inc.off.Load() {
 		b.Fatal("incremental rendering failed its self-check on the tiny model's template")
 	}
-	s := &Server{cont: k}
 	body := benchSession()
 	req, err := template.ParseRequest(body)
 	if err != nil {
@@ -88,7 +86,6 @@ func BenchmarkContinuityPlan(b *testing.B) {
 			if name != "rendered" {
 				k.turns.Add(turnKey(session, full.hashes[len(full.msgs)-2]), &servedTurn{ids: path, ended: true})
 			}
-			c := &call{verdict: capture.Verdict{Session: session, Capture: true}}
 			b.ReportMetric(float64(len(ids)), "prompt-tokens")
 			for b.Loop() {
 				if prev != nil {
@@ -96,7 +93,7 @@ func BenchmarkContinuityPlan(b *testing.B) {
 				} else {
 					k.convos.c.Remove(session)
 				}
-				p, err := s.planCall(c, body, body)
+				p, err := k.plan(session, body, body)
 				if err != nil || p.spliced != (name != "rendered") {
 					b.Fatalf("plan: %v, spliced %v", err, p != nil && p.spliced)
 				}
@@ -107,3 +104,7 @@ func BenchmarkContinuityPlan(b *testing.B) {
 		})
 	}
 }
+
+// calcTool is the calculator tool the sessions offer.
+const calcTool = `{"type":"function","function":{"name":"calculator","description":"Evaluate arithmetic",` +
+	`"parameters":{"type":"object","properties":{"expression":{"type":"string"},"n":{"type":"integer"}},"required":["expression"]}}}`

@@ -1,4 +1,4 @@
-package proxy
+package continuity
 
 import (
 	"encoding/json"
@@ -81,7 +81,7 @@ func TestSeedHash(t *testing.T) {
 
 // TestNthEOS: the n-th end-of-turn token, whichever of the model's it is.
 func TestNthEOS(t *testing.T) {
-	k := &continuity{eos: []eosToken{{1, "<|im_end|>"}, {2, "<|endoftext|>"}}}
+	k := &Continuity{eos: []eosToken{{1, "<|im_end|>"}, {2, "<|endoftext|>"}}}
 	text := "a<|im_end|>\nb<|endoftext|>c<|im_end|>\nd"
 	for _, tc := range []struct {
 		n, end int
@@ -98,7 +98,7 @@ func TestNthEOS(t *testing.T) {
 // fields, drops chat-only ones, asks for what capture needs, and sets
 // max_tokens as vLLM's chat does.
 func TestCompletionsBody(t *testing.T) {
-	p := &plan{ids: []int32{5, 6, 7}, topN: 2}
+	p := &Plan{ids: []int32{5, 6, 7}, topN: 2}
 	up := `{"model":"m","messages":[{"role":"user","content":"q"}],"tools":[],"tool_choice":"auto","temperature":0.5,` +
 		`"seed":3,"stop":["x"],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,` +
 		`"return_token_ids":true,"chat_template_kwargs":{"enable_thinking":false},"max_completion_tokens":9,"n":2}`
@@ -172,7 +172,7 @@ func TestCovered(t *testing.T) {
 // completion: parsed reasoning and tool call, tool_calls finish reason,
 // logprobs in the chat form with the client's top_logprobs, ids.
 func TestChatBodyFromCompletion(t *testing.T) {
-	k, err := newContinuity(tinyModel, nil, slog.Default())
+	k, err := New(tinyModel, nil, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +188,8 @@ func TestChatBodyFromCompletion(t *testing.T) {
 		mustQuote(text) + `,"logprobs":{"text_offset":[],"token_logprobs":[` + strings.Join(lps, ",") + `],"tokens":[` +
 		strings.Join(toks, ",") + `],"top_logprobs":[` + strings.Join(tops, ",") + `]},"finish_reason":"stop",` +
 		`"stop_reason":null}],"usage":{"prompt_tokens":3,"total_tokens":9,"completion_tokens":6}}`
-	p := &plan{k: k, ids: []int32{1, 2, 3}, tools: true, topN: 2, thinking: true}
-	out, err := p.chatBody([]byte(cmpl))
+	p := &Plan{k: k, ids: []int32{1, 2, 3}, tools: true, topN: 2, thinking: true}
+	out, err := p.ChatBody([]byte(cmpl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func mustQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // TestTurnCacheBytes: the served-turn cache stays within its byte budget,
 // dropping the least recently used turns, and accounts replaced entries.
 func TestTurnCacheBytes(t *testing.T) {
-	k, err := newContinuity(tinyModel, nil, slog.Default())
+	k, err := New(tinyModel, nil, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,16 +250,16 @@ func TestTurnCacheBytes(t *testing.T) {
 // </think> (a leading <think> aside), or all when reasoning never ended;
 // none for the embedded engine, which reports no count.
 func TestReasoningTokens(t *testing.T) {
-	k, err := newContinuity(tinyModel, nil, slog.Default())
+	k, err := New(tinyModel, nil, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	enc := k.tok.Encode
-	vllm, emb := &engine{kind: "vllm"}, &engine{kind: "embedded"}
+	vllm, emb := "vllm", "embedded"
 	for _, tc := range []struct {
 		out      string
 		thinking bool
-		e        *engine
+		kind     string
 		n        int
 		ok       bool
 	}{
@@ -270,10 +270,10 @@ func TestReasoningTokens(t *testing.T) {
 		{"<think>ab</think>cd", false, vllm, 2, true},
 		{"<think>ab</think>cd", true, emb, 0, false},
 	} {
-		p := &plan{k: k, thinking: tc.thinking, sentTo: tc.e}
+		p := &Plan{k: k, thinking: tc.thinking, sent: true, kind: tc.kind}
 		n, ok := p.reasoningTokens([][]int32{enc(tc.out)})
 		if n != tc.n || ok != tc.ok {
-			t.Errorf("%q thinking %v %s: %d %v, want %d %v", tc.out, tc.thinking, tc.e.kind, n, ok, tc.n, tc.ok)
+			t.Errorf("%q thinking %v %s: %d %v, want %d %v", tc.out, tc.thinking, tc.kind, n, ok, tc.n, tc.ok)
 		}
 	}
 }
@@ -283,17 +283,17 @@ func TestReasoningTokens(t *testing.T) {
 // leaves it, plain and streamed (where the second call's deltas are
 // dropped); the turn remembered is what the client got.
 func TestSingleToolCall(t *testing.T) {
-	k, err := newContinuity(tinyModel, nil, slog.Default())
+	k, err := New(tinyModel, nil, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"
 	for _, single := range []bool{false, true} {
 		want := map[bool]int{false: 2, true: 1}[single]
-		p := &plan{k: k, ids: []int32{1, 2, 3}, tools: true, single: single, session: "s"}
+		p := &Plan{k: k, ids: []int32{1, 2, 3}, tools: true, single: single, session: "s"}
 		cmpl := `{"id":"cmpl-a","object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":` +
 			mustQuote(text) + `,"finish_reason":"stop","stop_reason":null}]}`
-		out, err := p.chatBody([]byte(cmpl))
+		out, err := p.ChatBody([]byte(cmpl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,14 +310,37 @@ func TestSingleToolCall(t *testing.T) {
 				"\"choices\":[{\"index\":0,\"text\":%s,\"finish_reason\":%s}]}\n\n", mustQuote(piece), fin)
 		}
 		sse.WriteString("data: [DONE]\n\n")
-		b, err := io.ReadAll(p.chatStream(strings.NewReader(sse.String())))
+		b, err := io.ReadAll(p.ChatStream(strings.NewReader(sse.String())))
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := aggregateStream(t, b)
-		calls, _ := m["tool_calls"].([]any)
-		if len(calls) != want || m["finish_reason"] != "tool_calls" {
-			t.Errorf("single %v streamed: %d tool calls (want %d), finish %v:\n%s", single, len(calls), want, m["finish_reason"], b)
+		calls, finish := streamedCalls(b)
+		if calls != want || finish != "tool_calls" {
+			t.Errorf("single %v streamed: %d tool calls (want %d), finish %v:\n%s", single, calls, want, finish, b)
 		}
 	}
+}
+
+// tinyModel is the repository's tiny Qwen3-shaped model folder (chat
+// template and tokenizer).
+const tinyModel = "../../testdata/tiny-model"
+
+// streamedCalls counts the tool calls of a chat stream's first choice (by
+// their index) and returns its finish reason.
+func streamedCalls(body []byte) (calls int, finish string) {
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		ch := gjson.Get(data, "choices.0")
+		ch.Get("delta.tool_calls.#.index").ForEach(func(_, i gjson.Result) bool {
+			calls = max(calls, int(i.Int())+1)
+			return true
+		})
+		if f := ch.Get("finish_reason"); f.Type == gjson.String {
+			finish = f.Str
+		}
+	}
+	return calls, finish
 }

@@ -1,0 +1,116 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestReader(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		events   []string
+		end      error
+	}{
+		{"two events", "data: a\n\ndata: [DONE]\n\n", []string{"data: a\n\n", "data: [DONE]\n\n"}, io.EOF},
+		{"CRLF and stray blank lines", "\r\n\ndata: x\r\n\r\n\n", []string{"data: x\r\n\r\n"}, io.EOF},
+		{"comment and fields", ": c\nevent: e\ndata: 1\n\n", []string{": c\nevent: e\ndata: 1\n\n"}, io.EOF},
+		{"cut inside an event", "data: a\n\ndata: part", []string{"data: a\n\n", "data: part"}, io.ErrUnexpectedEOF},
+		{"longer than the buffer", "data: " + string(bytes.Repeat([]byte("x"), 40<<10)) + "\n\n",
+			[]string{"data: " + string(bytes.Repeat([]byte("x"), 40<<10)) + "\n\n"}, io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReader(bytes.NewReader([]byte(tc.in)))
+			var got []string
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					if len(ev) > 0 {
+						got = append(got, string(ev))
+					}
+					if !errors.Is(err, tc.end) {
+						t.Fatalf("ended with %v, want %v", err, tc.end)
+					}
+					break
+				}
+				got = append(got, string(ev))
+			}
+			if len(got) != len(tc.events) {
+				t.Fatalf("%d events %q, want %q", len(got), got, tc.events)
+			}
+			for i := range got {
+				if got[i] != tc.events[i] {
+					t.Errorf("event %d %q, want %q", i, got[i], tc.events[i])
+				}
+			}
+		})
+	}
+}
+
+func TestData(t *testing.T) {
+	for _, tc := range []struct {
+		ev, data string
+		ok       bool
+	}{
+		{"data: {\"a\":1}\n\n", `{"a":1}`, true},
+		{"data:x\r\n\r\n", "x", true},
+		{"data: 1\ndata: 2\n\n", "1\n2", true},
+		{": comment\nevent: e\n\n", "", false},
+		{"event: e\ndata: [DONE]\n\n", "[DONE]", true},
+	} {
+		data, ok := Data([]byte(tc.ev))
+		if string(data) != tc.data || ok != tc.ok {
+			t.Errorf("Data(%q) = %q, %v; want %q, %v", tc.ev, data, ok, tc.data, tc.ok)
+		}
+	}
+}
+
+// FuzzReader: the events add up to the input, less the blank lines the
+// reader may skip between events; Data never panics on them.
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"token_ids\":[1]}]}\n\ndata: [DONE]\n\n",
+		"data: x\r\n\r\n: comment\n\nevent: e\ndata: 1\ndata: 2\n\n",
+		"\n\n\ndata: partial",
+	} {
+		f.Add([]byte(s))
+	}
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "cases", "*", "upstream.sse"))
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := NewReader(bytes.NewReader(in))
+		var got []byte
+		for {
+			ev, err := r.Next()
+			got = append(got, ev...)
+			Data(ev)
+			if err != nil {
+				if err != io.EOF && err != io.ErrUnexpectedEOF {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if !bytes.Equal(stripBlankRuns(got), stripBlankRuns(in)) {
+			t.Fatalf("events %q do not add up to input %q", got, in)
+		}
+	})
+}
+
+// stripBlankRuns removes blank lines, which the reader may skip between events.
+func stripBlankRuns(b []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if !isBlankLine(line) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
