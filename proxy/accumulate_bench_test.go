@@ -38,8 +38,14 @@ func bigBody(n int) []byte {
 		strconv.Itoa(10+n) + `,"completion_tokens":` + strconv.Itoa(n) + `},"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]}`)
 }
 
-func BenchmarkAccumulateBody512(b *testing.B) {
-	body := bigBody(512)
+func BenchmarkAccumulateBody512(b *testing.B) { benchAccumulateBig(b, 512) }
+
+// BenchmarkAccumulateBody64 is bench/proxy's -reply-tokens 64 answer size
+// (5.8 KB there).
+func BenchmarkAccumulateBody64(b *testing.B) { benchAccumulateBig(b, 64) }
+
+func benchAccumulateBig(b *testing.B, n int) {
+	body := bigBody(n)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	var out []byte

@@ -121,3 +121,31 @@ func benchRef(b *testing.B, body []byte) {
 		out = stripInto(out[:0], body, a.injected, asked{})
 	}
 }
+
+// TestValidIntArrays: validJSON agrees with gjson.Valid on arrays the
+// integer fast path takes and on those it leaves to the general path, and
+// a walk over either ends in the same place.
+func TestValidIntArrays(t *testing.T) {
+	for _, s := range []string{
+		`[]`, `[0]`, `[0,1,2]`, `[116,111,107]`, `[151644,872,198]`, `[01]`, `[00]`, `[1,]`, `[,1]`, `[1`, `[1,`,
+		`[ 1]`, `[1 ]`, `[1, 2]`, `[-1]`, `[1.5]`, `[1e3]`, `[1,"a"]`, `[1,[2]]`, `[1]]`, `[1] `, `[18446744073709551616]`,
+		`{"bytes":[116,111],"top_logprobs":[]}`, `{"bytes":[116,01]}`, `[[1,2],[3],[]]`,
+	} {
+		if got, want := validJSON(s), gjson.Valid(s); got != want {
+			t.Errorf("validJSON(%s) = %v, gjson.Valid %v", s, got, want)
+		}
+		fast := jsonWalk{s: s}
+		_, _ = fast.value()
+		slow := jsonWalk{s: s}
+		if slow.at() == '[' {
+			for range slow.elements {
+				slow.skip()
+			}
+		} else {
+			slow.skip()
+		}
+		if fast.i != slow.i || fast.bad != slow.bad {
+			t.Errorf("%s: the walk ends at %d (bad %v), the general path at %d (bad %v)", s, fast.i, fast.bad, slow.i, slow.bad)
+		}
+	}
+}
