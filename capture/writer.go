@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -167,7 +168,7 @@ func readUint(read func([]byte) ([]byte, error), k []byte) (uint64, error) {
 // costs the proxy.
 func (s *Store) runEncoder() {
 	defer close(s.encoded)
-	size := 0
+	var plain []byte // one call's plain encoding, reused: only the compressed copy is kept
 	for {
 		it, ok := <-s.q
 		if !ok {
@@ -180,9 +181,15 @@ func (s *Store) runEncoder() {
 		batch, open := drain(s.q, append(make([]item, 0, 16), it), s.opts.Queue.BatchSize)
 		for i := range batch {
 			if c := batch[i].call; c != nil {
-				enc := encodeCall(make([]byte, 0, size+size/4), c)
-				size = len(enc)
-				batch[i].enc = compactCall(enc)
+				plain = encodeCall(plain[:0], c)
+				enc := compactCall(plain)
+				if len(enc) > 0 && &enc[0] == &plain[0] {
+					enc = bytes.Clone(plain) // kept plain (small or incompressible): the batch gets its own copy
+				}
+				batch[i].enc = enc
+				if cap(plain) > 1<<20 {
+					plain = nil // a rare large call's buffer is not kept
+				}
 			}
 		}
 		s.encoded <- batch
