@@ -218,8 +218,13 @@ func patchSeq(rec []byte, seq uint64) { binary.BigEndian.PutUint64(rec[seqOffset
 // path, where 10 ms stalls with 33 KB records made the tail.
 const compressedCall = 0x80 | SchemaVersion
 
-// compressAbove is the record size from which the encoder compresses.
-const compressAbove = 16 << 10
+// compressAbove is the record size from which the encoder compresses. A
+// chat answer with logprobs is mostly repeated JSON keys: vLLM's 2-5 KB
+// answers (proxy/testdata/cases/*vllm*) shrink to 45-60% in about a
+// microsecond, which costs less than the value log's page faults on the
+// bytes saved (bench/RESULTS.md: 8% less CPU per captured call on a
+// 5.8 KB answer, whose synthetic logprobs compress further than real ones).
+const compressAbove = 2 << 10
 
 // compactCall returns rec, or its compressed form when that is worth it.
 // The header (format byte and sequence number) stays uncompressed, so

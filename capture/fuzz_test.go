@@ -138,6 +138,15 @@ func TestCallCompression(t *testing.T) {
 			t.Fatalf("truncated compressed record of %d bytes decoded", n)
 		}
 	}
+	answer := newVocab().makeCall("a", "s", nil, msg{Role: "assistant", Content: "hi"}, 1)
+	var lps []string
+	for i := range 40 { // a chat answer with logprobs, as vLLM writes it: 3.6 KB
+		lps = append(lps, fmt.Sprintf(`{"token":"t%d","logprob":-0.%07d,"bytes":[116],"top_logprobs":[]}`, i, i*7919))
+	}
+	answer.Response = []byte(`{"choices":[{"logprobs":{"content":[` + strings.Join(lps, ",") + `]}}]}`)
+	if r := compactCall(encodeCall(nil, answer)); r[0] != compressedCall {
+		t.Errorf("a %d-byte answer with logprobs was not compressed", len(answer.Response))
+	}
 	small := encodeCall(nil, newVocab().makeCall("s", "s", nil, msg{Role: "assistant", Content: "hi"}, 1))
 	if r := compactCall(small); &r[0] != &small[0] {
 		t.Error("a small record was compressed")
