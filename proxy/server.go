@@ -124,10 +124,10 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 
 // writeBufferSize is the agent connection's write buffer: an answer of up
 // to 16 KiB (a chat reply, a tool call) leaves in one write instead of
-// fasthttp's 4 KiB writes (one syscall fewer per call: about half of hone's CPU per
-// call with capture off went to syscalls). fasthttp keeps a connection's
-// buffers while it lives: with the 32 KiB read buffer (MaxHeaderBytes), an
-// open agent connection holds 48 KiB instead of 36.
+// fasthttp's 4 KiB writes; with capture off about half of hone's CPU per
+// call is syscalls. fasthttp keeps a connection's buffers while it lives:
+// with the 32 KiB read buffer (MaxHeaderBytes), an open agent connection
+// holds 48 KiB instead of 36.
 const writeBufferSize = 16 << 10
 
 // Aliases is the policy alias table the trainer swaps.
