@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -139,6 +140,18 @@ func validJSON(s string) bool {
 	return !w.bad && w.end()
 }
 
+// isJSONObject reports whether body is valid JSON (as gjson.Valid has it)
+// whose value is an object: the check every agent request gets, in one pass
+// over the bytes (gjson's Valid and then Parse scanned them twice).
+func isJSONObject(body []byte) bool {
+	w := jsonWalk{s: unsafe.String(unsafe.SliceData(body), len(body))}
+	if w.at() != '{' {
+		return false
+	}
+	w.skip()
+	return !w.bad && w.end()
+}
+
 // skip consumes the value at the walk's position.
 func (w *jsonWalk) skip() { w.value() }
 
@@ -226,6 +239,9 @@ func (w *jsonWalk) str() (raw string, esc bool) {
 	s, start := w.s, w.i+1
 	for i := start; i < len(s); i++ {
 		if plain[s[i]] {
+			if i&15 == 15 { // a long string (a prompt): the rest eight bytes at a time
+				i = plainRun(s, i+1) - 1
+			}
 			continue
 		}
 		switch s[i] {
@@ -260,6 +276,26 @@ func (w *jsonWalk) str() (raw string, esc bool) {
 	}
 	w.fail()
 	return "", false
+}
+
+// plainRun returns where the run of plain string bytes from i ends, eight
+// bytes at a time (SWAR): it stops at the first block of eight that holds a
+// quote, a backslash or a control character, or with fewer than eight left,
+// and str's byte loop reads on from there. Prompts are long strings: this
+// is most of validating a request.
+func plainRun(s string, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		q, b := v^(ones*'"'), v^(ones*'\\')
+		// bit tricks that are exact for "some byte is": below 0x20 (v), zero
+		// (q: a quote, b: a backslash)
+		if (v-ones*0x20)&^v&highs|(q-ones)&^q&highs|(b-ones)&^b&highs != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }

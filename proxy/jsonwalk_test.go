@@ -149,3 +149,32 @@ func TestValidIntArrays(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRun: the eight-at-a-time scan stops at or before the first byte
+// a string cannot hold as it is, at every offset and for every byte value,
+// and validJSON still agrees with gjson.Valid on strings built around it.
+func TestPlainRun(t *testing.T) {
+	naive := func(s string, i int) int {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		return i
+	}
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 20; at++ {
+			b := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz"), 1)
+			b[at] = byte(c)
+			s := string(b)
+			for from := 0; from <= at; from++ {
+				got, first := plainRun(s, from), naive(s, from)
+				if got > first || (first-got) >= 8 && got+8 <= len(s) {
+					t.Fatalf("byte %#x at %d, from %d: plainRun %d, first stop %d", c, at, from, got, first)
+				}
+			}
+			doc := `{"k":"` + s + `"}`
+			if validJSON(doc) != gjson.Valid(doc) {
+				t.Fatalf("validJSON(%q) = %v, gjson.Valid %v", doc, validJSON(doc), gjson.Valid(doc))
+			}
+		}
+	}
+}

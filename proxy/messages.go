@@ -526,7 +526,7 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx) {
 		s.m.requests.WithLabelValues(label, strconv.Itoa(e.status)).Inc()
 	}
 	body := ctx.PostBody()
-	if len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !isJSONObject(body) {
 		fail(errBadJSON)
 		return
 	}

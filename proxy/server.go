@@ -261,7 +261,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	c := &call{s: s, api: api, reply: native{}, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
-	if len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !isJSONObject(body) {
 		s.failAPI(ctx, api, errBadJSON)
 		return
 	}
