@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/klauspost/compress/s2"
 	"math"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // Call records are a version byte followed by fields in a fixed order:

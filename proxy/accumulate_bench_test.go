@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/tidwall/gjson"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // BenchmarkAccumulateBody is the per-call hot-path work on a non-stream

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"github.com/hone-rl/hone/proxy/continuity"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/continuity"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 )

@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"bytes"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 )
 

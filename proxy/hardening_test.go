@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )

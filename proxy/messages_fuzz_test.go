@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"

@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"context"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"testing"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 )

@@ -1,10 +1,10 @@
 package proxy
 
 import (
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"strings"
 	"testing"
 
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/hone-rl/hone/proxy/continuity"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"log/slog"
 	"net"
 	"strconv"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/continuity"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/hone-rl/hone/rollout"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"

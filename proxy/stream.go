@@ -3,11 +3,11 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"

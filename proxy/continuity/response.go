@@ -6,10 +6,9 @@ import (
 	hexenc "encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
-
-	"slices"
 
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/tidwall/gjson"

@@ -3,11 +3,11 @@ package continuity
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/hone-rl/hone/proxy/internal/sse"
 	"io"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/model/chat"
+	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
 )
 
