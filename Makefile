@@ -169,7 +169,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime 20s ./proxy/internal/sse/
 	$(GO) test -run XXX -fuzz '^FuzzResponse$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzAccumulateWalk$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./proxy/
+	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./internal/jsonwalk/
+	$(GO) test -run XXX -fuzz '^FuzzValid$$' -fuzztime 20s ./internal/jsonwalk/
 	$(GO) test -run XXX -fuzz '^FuzzTokenizeReply$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesRequest$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/

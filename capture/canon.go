@@ -47,6 +47,13 @@ var sepUnit, sepRecord, sepGroup = []byte{0x1f}, []byte{0x1e}, []byte{0x1d}
 // the hash up to the first user message (the conversation's opening, used as
 // the selection key of inferred sessions). ok is false without messages.
 func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
+	return conversationHashes(body, nil)
+}
+
+// conversationHashes is prefixHashes that also hands text the canonical
+// content of each user, system and developer message (requestTexts' texts)
+// from the same pass; the strings may be views of body.
+func conversationHashes(body []byte, text func(string)) (hs []uint64, opening uint64, ok bool) {
 	if len(body) == 0 {
 		return nil, 0, false
 	}
@@ -65,6 +72,9 @@ func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
 		hs = append(hs, h)
 		if !openingSet && m.role == "user" {
 			opening, openingSet = h, true
+		}
+		if text != nil && v.IsObject() && summarised(m.role) {
+			text(m.content)
 		}
 		return true
 	})

@@ -75,13 +75,16 @@ func replyMarks(req []byte, ch *Choice) []string {
 // message of a chat request, until fn returns false.
 func requestTexts(body []byte, fn func(string) bool) {
 	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
-		switch m.Get("role").String() {
-		case "user", "system", "developer":
+		if summarised(m.Get("role").String()) {
 			return fn(canonContent(m.Get("content")))
 		}
 		return true
 	})
 }
+
+// summarised reports whether messages of role may carry an agent's summary
+// of its conversation (compaction).
+func summarised(role string) bool { return role == "user" || role == "system" || role == "developer" }
 
 // registerSummaries remembers the marking windows of c's replies, so that
 // a call carrying one (its agent compacted the conversation) joins c's
@@ -94,17 +97,19 @@ func (s *Store) registerSummaries(c *Call, salt uint64) {
 	}
 }
 
-// summarisedSession returns the session whose reply a request's messages
-// carry, if any.
-func (s *Store) summarisedSession(body []byte, salt uint64) (id string, ok bool) {
-	requestTexts(body, func(text string) bool {
+// summarisedSession returns the session whose reply one of a request's
+// texts (requestTexts') carries, if any.
+func (s *Store) summarisedSession(texts []string, salt uint64) (id string, ok bool) {
+	for _, text := range texts {
 		summaryLines(text, func(w string) bool {
 			id, ok = s.summaries.Peek(xxhash.Sum64String(w) ^ salt)
 			return !ok
 		})
-		return !ok
-	})
-	return id, ok
+		if ok {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // compactionOf returns the id of the latest earlier call whose reply c's

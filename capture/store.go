@@ -234,7 +234,8 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 		id := uuid.NewString()
 		return id, xxhash.Sum64String(id), true
 	}
-	hs, opening, ok := prefixHashes(a.Body)
+	var texts []string // what a compacting agent's summary may sit in, read in the same pass
+	hs, opening, ok := conversationHashes(a.Body, func(t string) { texts = append(texts, t) })
 	if !ok {
 		id := uuid.NewString()
 		return id, xxhash.Sum64String(id), true
@@ -247,7 +248,7 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 			return id, opening, false
 		}
 	}
-	if id, ok := s.summarisedSession(a.Body, salt); ok { // the agent compacted its conversation
+	if id, ok := s.summarisedSession(texts, salt); ok { // the agent compacted its conversation
 		return id, opening, false
 	}
 	return uuid.NewString(), opening, true

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 )
@@ -85,44 +87,44 @@ func (a *accumulator) add(body string, delta bool) {
 	var saved accumulator
 	if undo {
 		saved = *a
-	} else if !validJSON(body) {
+	} else if !jsonwalk.Valid(body) {
 		a.bad, a.usageOnly = true, false
 		return
 	}
 	nChoices, hasUsage := 0, false
-	w := jsonWalk{s: body}
-	if w.at() != '{' {
+	w := jsonwalk.New(body)
+	if w.At() != '{' {
 		a.bad, a.usageOnly = true, false
 		return
 	}
-	for key := range w.members {
+	for key := range w.Members {
 		switch key {
 		case "id":
-			raw, _ := w.value()
+			raw, _ := w.Value()
 			if a.id == "" {
-				a.id = rawString(raw)
+				a.id = jsonwalk.AsString(raw)
 			}
 		case "model":
-			raw, at := w.value()
+			raw, at := w.Value()
 			if a.model == "" {
-				a.model = rawString(raw)
+				a.model = jsonwalk.AsString(raw)
 			}
 			if a.renaming && isString(raw) {
 				a.note(at, raw, injModel)
 			}
 		case "created":
-			raw, _ := w.value()
+			raw, _ := w.Value()
 			if a.created == 0 {
-				a.created = rawInt(raw)
+				a.created = jsonwalk.AsInt(raw)
 			}
 		case "prompt_token_ids":
-			raw, at := w.value()
+			raw, at := w.Value()
 			if isArray(raw) {
 				a.promptIDs = appendIDs(a.promptIDs[:0], raw)
 				a.note(at, raw, injTokenIDs)
 			}
 		case "usage":
-			raw, _ := w.value()
+			raw, _ := w.Value()
 			if isObject(raw) {
 				hasUsage = true
 				v := gjson.Parse(raw)
@@ -130,16 +132,16 @@ func (a *accumulator) add(body string, delta bool) {
 					CompletionTokens: int(v.Get("completion_tokens").Int()), TotalTokens: int(v.Get("total_tokens").Int())}
 			}
 		case "choices":
-			a.sawChoice = a.sawChoice || w.at() == '['
-			w.each(func() {
+			a.sawChoice = a.sawChoice || w.At() == '['
+			w.Each(func() {
 				nChoices++
 				a.addChoice(&w, delta)
 			})
 		default:
-			w.skip()
+			w.Skip()
 		}
 	}
-	if w.bad || !w.end() {
+	if w.Bad() || !w.End() {
 		if undo {
 			*a = saved
 		}
@@ -167,22 +169,22 @@ type span struct {
 // logprobs, the bulk of an answer, are read during that walk into
 // a.lps as if token_ids followed (the engine's order), and read again from
 // their span only when no token_ids came (their tokens then carry the ids).
-func (a *accumulator) addChoice(w *jsonWalk, delta bool) {
+func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 	var ids, lp, msg, prompt span
 	text, finish, index := "", "", 0
-	if w.at() != '{' {
-		w.skip() // a choice that is not an object folds in as an empty one
+	if w.At() != '{' {
+		w.Skip() // a choice that is not an object folds in as an empty one
 	} else {
-		for key := range w.members {
+		for key := range w.Members {
 			if key == "logprobs" {
 				lp = a.walkLogprobs(w)
 				continue
 			}
 			var v span
-			v.raw, v.at = w.value()
+			v.raw, v.at = w.Value()
 			switch key {
 			case "index":
-				index = int(rawInt(v.raw))
+				index = int(jsonwalk.AsInt(v.raw))
 			case "finish_reason":
 				finish = v.raw
 			case "token_ids":
@@ -192,16 +194,16 @@ func (a *accumulator) addChoice(w *jsonWalk, delta bool) {
 			case "message", "delta":
 				msg = v
 			case "text":
-				text = rawString(v.raw)
+				text = jsonwalk.AsString(v.raw)
 			}
 		}
 	}
-	if w.bad {
+	if w.Bad() {
 		return
 	}
 	ch := a.choice(index)
 	if isString(finish) {
-		ch.FinishReason, a.finished = rawStr(finish), true
+		ch.FinishReason, a.finished = jsonwalk.AsStr(finish), true
 	}
 	if isArray(prompt.raw) {
 		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt.raw)
@@ -214,7 +216,8 @@ func (a *accumulator) addChoice(w *jsonWalk, delta bool) {
 	if isObject(lp.raw) {
 		switch {
 		case !isArray(ids.raw):
-			a.dialect.addLogprobs(ch, &jsonWalk{s: lp.raw}, true, a.tokenFromString)
+			w := jsonwalk.New(lp.raw)
+			a.dialect.addLogprobs(ch, &w, true, a.tokenFromString)
 		case len(ch.Logprobs) == 0:
 			ch.Logprobs, a.lps.Logprobs = a.lps.Logprobs, nil // the choice takes the buffer
 		default:
@@ -227,18 +230,18 @@ func (a *accumulator) addChoice(w *jsonWalk, delta bool) {
 
 // walkLogprobs reads the logprobs value at the walk's position into a.lps
 // (when an object) and returns its span.
-func (a *accumulator) walkLogprobs(w *jsonWalk) span {
-	if w.at() != '{' {
-		raw, at := w.value()
+func (a *accumulator) walkLogprobs(w *jsonwalk.Walker) span {
+	if w.At() != '{' {
+		raw, at := w.Value()
 		return span{raw, at}
 	}
-	at := w.i
+	at := w.Pos()
 	a.lps.Logprobs = a.lps.Logprobs[:0]
 	a.dialect.addLogprobs(&a.lps, w, false, nil)
-	if w.bad {
+	if w.Bad() {
 		return span{}
 	}
-	return span{w.s[at:w.i], at}
+	return span{w.Doc()[at:w.Pos()], at}
 }
 
 func isString(raw string) bool { return raw != "" && raw[0] == '"' }
@@ -261,10 +264,10 @@ func (a *accumulator) tokenFromString(ch *capture.Choice, s string) {
 // appendIDs appends the token ids of raw, a JSON array.
 func appendIDs(dst []int32, raw string) []int32 {
 	dst = slices.Grow(dst, len(raw)/4) // ids take 2-7 bytes each: one allocation, not one per doubling
-	w := jsonWalk{s: raw}
-	w.each(func() {
-		v, _ := w.value()
-		dst = append(dst, int32(rawInt(v)))
+	w := jsonwalk.New(raw)
+	w.Each(func() {
+		v, _ := w.Value()
+		dst = append(dst, int32(jsonwalk.AsInt(v)))
 	})
 	return dst
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -67,7 +69,7 @@ func BenchmarkRequestCheck(b *testing.B) {
 	b.Run("hone", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if !isJSONObject(body) {
+			if !jsonwalk.IsObject(body) {
 				b.Fatal("not an object")
 			}
 		}

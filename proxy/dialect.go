@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -32,7 +33,7 @@ type dialect interface {
 	// ids from vLLM's "token_id:N" token strings (tok, nil without
 	// withTokens). The values are read as gjson's Result.ForEach and Get
 	// would read them (accumulate_ref_test.go).
-	addLogprobs(ch *capture.Choice, lp *jsonWalk, withTokens bool, tok func(*capture.Choice, string))
+	addLogprobs(ch *capture.Choice, lp *jsonwalk.Walker, withTokens bool, tok func(*capture.Choice, string))
 	// silentChunk reports whether a stream chunk the agent did not ask
 	// logprobs or token ids for carries nothing else for it.
 	silentChunk(data []byte) bool

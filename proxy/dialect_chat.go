@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 )
@@ -22,18 +24,18 @@ func (chatAPI) rendersChat() bool                 { return true }
 // addOutput folds a chat message (or delta): content, reasoning under
 // either field name, tool calls.
 func (chatAPI) addOutput(ch *capture.Choice, _ string, msg string, delta bool) {
-	w := jsonWalk{s: msg}
-	if w.at() != '{' {
+	w := jsonwalk.New(msg)
+	if w.At() != '{' {
 		return
 	}
-	for key := range w.members {
-		v, _ := w.value()
+	for key := range w.Members {
+		v, _ := w.Value()
 		switch key {
 		case "content":
-			ch.Content = appendOrSet(ch.Content, rawString(v), delta)
+			ch.Content = appendOrSet(ch.Content, jsonwalk.AsString(v), delta)
 		case "reasoning", "reasoning_content":
 			if isString(v) {
-				ch.Reasoning = appendOrSet(ch.Reasoning, rawStr(v), delta)
+				ch.Reasoning = appendOrSet(ch.Reasoning, jsonwalk.AsStr(v), delta)
 			}
 		case "tool_calls":
 			gjson.Parse(v).ForEach(func(i, t gjson.Result) bool {
@@ -52,16 +54,16 @@ func (chatAPI) addOutput(ch *capture.Choice, _ string, msg string, delta bool) {
 
 // addLogprobs folds content[].logprob in (the first "content", as gjson's
 // Get reads it); withTokens also takes each entry's token.
-func (chatAPI) addLogprobs(ch *capture.Choice, w *jsonWalk, withTokens bool, tok func(*capture.Choice, string)) {
+func (chatAPI) addLogprobs(ch *capture.Choice, w *jsonwalk.Walker, withTokens bool, tok func(*capture.Choice, string)) {
 	seen := false
-	for key := range w.members {
+	for key := range w.Members {
 		if key != "content" || seen {
-			w.skip()
+			w.Skip()
 			continue
 		}
 		seen = true
-		ch.Logprobs = slices.Grow(ch.Logprobs, (len(w.s)-w.i)/64) // an entry is ~60-100 bytes
-		w.each(func() { chatLogprob(w, ch, withTokens, tok) })
+		ch.Logprobs = slices.Grow(ch.Logprobs, (len(w.Doc())-w.Pos())/64) // an entry is ~60-100 bytes
+		w.Each(func() { chatLogprob(w, ch, withTokens, tok) })
 	}
 }
 
@@ -69,22 +71,22 @@ func (chatAPI) addLogprobs(ch *capture.Choice, w *jsonWalk, withTokens bool, tok
 // logprob (the first; every one with withTokens) and with withTokens its
 // token. An entry without a logprob counts as 0 unless withTokens, as
 // gjson's Get reads it.
-func chatLogprob(w *jsonWalk, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) {
+func chatLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) {
 	found := false
-	if w.at() != '{' {
-		w.skip()
+	if w.At() != '{' {
+		w.Skip()
 	} else {
-		for key := range w.members {
+		for key := range w.Members {
 			switch {
 			case key == "logprob" && (withTokens || !found):
-				v, _ := w.value()
-				ch.Logprobs = append(ch.Logprobs, float32(rawFloat(v)))
+				v, _ := w.Value()
+				ch.Logprobs = append(ch.Logprobs, float32(jsonwalk.AsFloat(v)))
 				found = true
 			case key == "token" && withTokens:
-				v, _ := w.value()
-				tok(ch, rawStr(v))
+				v, _ := w.Value()
+				tok(ch, jsonwalk.AsStr(v))
 			default:
-				w.skip()
+				w.Skip()
 			}
 		}
 	}

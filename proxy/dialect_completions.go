@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -27,24 +28,24 @@ func (completionsAPI) addOutput(ch *capture.Choice, text string, _ string, delta
 
 // addLogprobs folds token_logprobs[] (and tokens[] as ids) in: the first
 // of each key, as gjson's Get reads it.
-func (completionsAPI) addLogprobs(ch *capture.Choice, w *jsonWalk, withTokens bool, tok func(*capture.Choice, string)) {
+func (completionsAPI) addLogprobs(ch *capture.Choice, w *jsonwalk.Walker, withTokens bool, tok func(*capture.Choice, string)) {
 	var logprobs, tokens bool
-	for key := range w.members {
+	for key := range w.Members {
 		switch {
 		case key == "token_logprobs" && !logprobs:
 			logprobs = true
-			w.each(func() {
-				v, _ := w.value()
-				ch.Logprobs = append(ch.Logprobs, float32(rawFloat(v)))
+			w.Each(func() {
+				v, _ := w.Value()
+				ch.Logprobs = append(ch.Logprobs, float32(jsonwalk.AsFloat(v)))
 			})
 		case key == "tokens" && !tokens && withTokens:
 			tokens = true
-			w.each(func() {
-				v, _ := w.value()
-				tok(ch, rawString(v))
+			w.Each(func() {
+				v, _ := w.Value()
+				tok(ch, jsonwalk.AsString(v))
 			})
 		default:
-			w.skip()
+			w.Skip()
 		}
 	}
 }

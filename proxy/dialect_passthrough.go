@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -20,7 +21,7 @@ func (passthroughAPI) answer() string                                  { return 
 func (passthroughAPI) rendersChat() bool                               { return false }
 func (passthroughAPI) silentChunk([]byte) bool                         { return false }
 func (passthroughAPI) addOutput(*capture.Choice, string, string, bool) {}
-func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonWalk, _ bool, _ func(*capture.Choice, string)) {
-	lp.skip()
+func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonwalk.Walker, _ bool, _ func(*capture.Choice, string)) {
+	lp.Skip()
 }
 func (passthroughAPI) answerChoice(c capture.Choice) aggChoice { return aggChoice{Index: c.Index} }

@@ -29,8 +29,8 @@
 //     retried on another engine before any byte reached the agent), pool.go
 //     (engine selection and health), upstream.go (connections and timeouts),
 //     reply.go (how the answer reaches the agent: native or translated),
-//     stream.go (the streamed body), accumulate.go and jsonwalk.go (folding
-//     an answer into a capture.Call in one pass), strip.go (removing what hone
+//     stream.go (the streamed body), accumulate.go (folding an answer into a
+//     capture.Call in one pass of internal/jsonwalk), strip.go (removing what hone
 //     injected), call.go (the call's state and its end), recorder.go (the
 //     Recorder interface, MemRecorder), tokenize.go (the /tokenize fallback for
 //     prompt ids), errors.go (OpenAI-style errors).

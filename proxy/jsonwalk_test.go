@@ -3,12 +3,12 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"unsafe"
+
+	"github.com/hone-rl/hone/internal/jsonwalk"
 
 	"github.com/tidwall/gjson"
 )
@@ -54,8 +54,8 @@ func FuzzAccumulateWalk(f *testing.F) {
 		f.Add(bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("data: "), nil), []byte("\n\n"), []byte("\n")), true, false)
 	})
 	f.Fuzz(func(t *testing.T, body []byte, chat, renaming bool) {
-		if got, want := validJSON(string(body)), gjson.ValidBytes(body); got != want {
-			t.Fatalf("validJSON(%q) = %v, gjson.Valid %v", body, got, want)
+		if got, want := jsonwalk.Valid(string(body)), gjson.ValidBytes(body); got != want {
+			t.Fatalf("jsonwalk.Valid(%q) = %v, gjson.Valid %v", body, got, want)
 		}
 		d := completionsDialect
 		if chat {
@@ -81,23 +81,6 @@ func FuzzAccumulateWalk(f *testing.F) {
 	})
 }
 
-// FuzzPlainFloat: the fast decimal parse is strconv.ParseFloat's result.
-func FuzzPlainFloat(f *testing.F) {
-	for _, s := range []string{"-0.011", "0", "-0", "123.456", "0.1", "99999999999999.9", "1.000000000000001", "-0.00000000000000000000001"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := plainFloat(s)
-		if !ok {
-			return
-		}
-		want, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
-			t.Fatalf("plainFloat(%q) = %v, ParseFloat %v (%v)", s, got, want, err)
-		}
-	})
-}
-
 // BenchmarkAccumulateRef and BenchmarkAccumulateRef512 are
 // BenchmarkAccumulateBody and BenchmarkAccumulateBody512 with the gjson
 // reference walk, for an A/B in one run.
@@ -119,62 +102,5 @@ func benchRef(b *testing.B, body []byte) {
 		a := accumulator{dialect: chatDialect}
 		a.addRef(unsafe.String(&body[0], len(body)), false) // as addBody hands it over
 		out = stripInto(out[:0], body, a.injected, asked{})
-	}
-}
-
-// TestValidIntArrays: validJSON agrees with gjson.Valid on arrays the
-// integer fast path takes and on those it leaves to the general path, and
-// a walk over either ends in the same place.
-func TestValidIntArrays(t *testing.T) {
-	for _, s := range []string{
-		`[]`, `[0]`, `[0,1,2]`, `[116,111,107]`, `[151644,872,198]`, `[01]`, `[00]`, `[1,]`, `[,1]`, `[1`, `[1,`,
-		`[ 1]`, `[1 ]`, `[1, 2]`, `[-1]`, `[1.5]`, `[1e3]`, `[1,"a"]`, `[1,[2]]`, `[1]]`, `[1] `, `[18446744073709551616]`,
-		`{"bytes":[116,111],"top_logprobs":[]}`, `{"bytes":[116,01]}`, `[[1,2],[3],[]]`,
-	} {
-		if got, want := validJSON(s), gjson.Valid(s); got != want {
-			t.Errorf("validJSON(%s) = %v, gjson.Valid %v", s, got, want)
-		}
-		fast := jsonWalk{s: s}
-		_, _ = fast.value()
-		slow := jsonWalk{s: s}
-		if slow.at() == '[' {
-			for range slow.elements {
-				slow.skip()
-			}
-		} else {
-			slow.skip()
-		}
-		if fast.i != slow.i || fast.bad != slow.bad {
-			t.Errorf("%s: the walk ends at %d (bad %v), the general path at %d (bad %v)", s, fast.i, fast.bad, slow.i, slow.bad)
-		}
-	}
-}
-
-// TestPlainRun: the eight-at-a-time scan stops at or before the first byte
-// a string cannot hold as it is, at every offset and for every byte value,
-// and validJSON still agrees with gjson.Valid on strings built around it.
-func TestPlainRun(t *testing.T) {
-	naive := func(s string, i int) int {
-		for i < len(s) && plain[s[i]] {
-			i++
-		}
-		return i
-	}
-	for c := 0; c < 256; c++ {
-		for at := 0; at < 20; at++ {
-			b := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz"), 1)
-			b[at] = byte(c)
-			s := string(b)
-			for from := 0; from <= at; from++ {
-				got, first := plainRun(s, from), naive(s, from)
-				if got > first || (first-got) >= 8 && got+8 <= len(s) {
-					t.Fatalf("byte %#x at %d, from %d: plainRun %d, first stop %d", c, at, from, got, first)
-				}
-			}
-			doc := `{"k":"` + s + `"}`
-			if validJSON(doc) != gjson.Valid(doc) {
-				t.Fatalf("validJSON(%q) = %v, gjson.Valid %v", doc, validJSON(doc), gjson.Valid(doc))
-			}
-		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/hone-rl/hone/capture"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
@@ -526,7 +528,7 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx) {
 		s.m.requests.WithLabelValues(label, strconv.Itoa(e.status)).Inc()
 	}
 	body := ctx.PostBody()
-	if !isJSONObject(body) {
+	if !jsonwalk.IsObject(body) {
 		fail(errBadJSON)
 		return
 	}

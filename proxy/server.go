@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy/continuity"
@@ -261,7 +263,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	c := &call{s: s, api: api, reply: native{}, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
-	if !isJSONObject(body) {
+	if !jsonwalk.IsObject(body) {
 		s.failAPI(ctx, api, errBadJSON)
 		return
 	}

@@ -1,4 +1,9 @@
-package proxy
+// Package jsonwalk reads a JSON document front to back in one pass,
+// validating every byte as gjson.Valid does and handing the caller the
+// members and elements it walks over, with their offsets. The data plane's
+// accumulator folds engine answers with it, and capture hashes
+// conversations with it; strings are scanned eight bytes at a time.
+package jsonwalk
 
 import (
 	"strconv"
@@ -7,28 +12,40 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// jsonWalk reads one JSON document front to back in a single pass. Every
+// Walker reads one JSON document front to back in a single pass. Every
 // byte it passes is checked as gjson.Valid checks it (the same grammar: no
-// UTF-8 check, whitespace " \t\n\r"), so a walk that ends without bad has
-// read valid JSON; what the caller does not need it skips with skip, which
-// is the same check. The accumulator uses it to validate an answer and take
-// what it keeps in one pass (gjson would validate, then rescan each nested
-// value once per level it descends).
+// UTF-8 check, whitespace " \t\n\r"), so a walk that ends without Bad has
+// read valid JSON; what the caller does not need it skips with Skip, which
+// is the same check. The data plane's accumulator uses it to validate an
+// answer and take what it keeps in one pass (gjson would validate, then
+// rescan each nested value once per level it descends).
 //
-// A loop over members or elements stops at the walk's position on each key
+// A loop over Members or Elements stops at the walk's position on each key
 // or element with the walk at its value; the loop body consumes the value
-// (skip, str, a nested loop) and must not break out.
-type jsonWalk struct {
+// (Skip, Str, a nested loop) and must not break out.
+type Walker struct {
 	s   string
 	i   int
 	bad bool
 }
 
-func (w *jsonWalk) fail() { w.bad, w.i = true, len(w.s) }
+// New returns a walk over s from its start.
+func New(s string) Walker { return Walker{s: s} }
 
-// at skips whitespace and returns the byte the next token starts with (0 at
+// Bad reports whether the walk met invalid JSON (it is then at the end).
+func (w *Walker) Bad() bool { return w.bad }
+
+// Pos is the walk's offset in the document.
+func (w *Walker) Pos() int { return w.i }
+
+// Doc is the document walked.
+func (w *Walker) Doc() string { return w.s }
+
+func (w *Walker) fail() { w.bad, w.i = true, len(w.s) }
+
+// At skips whitespace and returns the byte the next token starts with (0 at
 // the end).
-func (w *jsonWalk) at() byte {
+func (w *Walker) At() byte {
 	if w.i < len(w.s) && w.s[w.i] > ' ' {
 		return w.s[w.i] // engines write JSON without spaces
 	}
@@ -45,33 +62,33 @@ func (w *jsonWalk) at() byte {
 	return 0
 }
 
-// members iterates the object at the walk's position (at() == '{').
-func (w *jsonWalk) members(yield func(key string) bool) {
+// Members iterates the object at the walk's position (At() == '{').
+func (w *Walker) Members(yield func(key string) bool) {
 	w.i++
-	if w.at() == '}' {
+	if w.At() == '}' {
 		w.i++
 		return
 	}
 	for {
-		if w.at() != '"' {
+		if w.At() != '"' {
 			w.fail()
 			return
 		}
 		start := w.i
-		key, esc := w.str()
+		key, esc := w.Str()
 		if esc {
 			key = gjson.Parse(w.s[start:w.i]).Str
 		}
-		if w.at() != ':' {
+		if w.At() != ':' {
 			w.fail()
 			return
 		}
 		w.i++
-		w.at()
+		w.At()
 		if !yield(key) {
 			return
 		}
-		switch w.at() {
+		switch w.At() {
 		case ',':
 			w.i++
 		case '}':
@@ -84,19 +101,19 @@ func (w *jsonWalk) members(yield func(key string) bool) {
 	}
 }
 
-// elements iterates the array at the walk's position (at() == '[').
-func (w *jsonWalk) elements(yield func(int) bool) {
+// Elements iterates the array at the walk's position (At() == '[').
+func (w *Walker) Elements(yield func(int) bool) {
 	w.i++
-	if w.at() == ']' {
+	if w.At() == ']' {
 		w.i++
 		return
 	}
 	for n := 0; ; n++ {
-		w.at()
+		w.At()
 		if !yield(n) {
 			return
 		}
-		switch w.at() {
+		switch w.At() {
 		case ',':
 			w.i++
 		case ']':
@@ -109,17 +126,17 @@ func (w *jsonWalk) elements(yield func(int) bool) {
 	}
 }
 
-// each calls fn for each value gjson's Result.ForEach yields for the value
+// Each calls fn for each value gjson's Result.ForEach yields for the value
 // at the walk's position (an array's elements, an object's member values, a
 // scalar itself), with the walk at that value; fn consumes it.
-func (w *jsonWalk) each(fn func()) {
-	switch w.at() {
+func (w *Walker) Each(fn func()) {
+	switch w.At() {
 	case '[':
-		for range w.elements {
+		for range w.Elements {
 			fn()
 		}
 	case '{':
-		for range w.members {
+		for range w.Members {
 			fn()
 		}
 	default:
@@ -127,53 +144,53 @@ func (w *jsonWalk) each(fn func()) {
 	}
 }
 
-// end reports whether only whitespace is left.
-func (w *jsonWalk) end() bool {
-	w.at()
+// End reports whether only whitespace is left.
+func (w *Walker) End() bool {
+	w.At()
 	return w.i == len(w.s)
 }
 
-// validJSON is gjson.Valid.
-func validJSON(s string) bool {
-	w := jsonWalk{s: s}
-	w.skip()
-	return !w.bad && w.end()
+// Valid is gjson.Valid.
+func Valid(s string) bool {
+	w := Walker{s: s}
+	w.Skip()
+	return !w.bad && w.End()
 }
 
-// isJSONObject reports whether body is valid JSON (as gjson.Valid has it)
+// IsObject reports whether body is valid JSON (as gjson.Valid has it)
 // whose value is an object: the check every agent request gets, in one pass
 // over the bytes (gjson's Valid and then Parse scanned them twice).
-func isJSONObject(body []byte) bool {
-	w := jsonWalk{s: unsafe.String(unsafe.SliceData(body), len(body))}
-	if w.at() != '{' {
+func IsObject(body []byte) bool {
+	w := Walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
+	if w.At() != '{' {
 		return false
 	}
-	w.skip()
-	return !w.bad && w.end()
+	w.Skip()
+	return !w.bad && w.End()
 }
 
-// skip consumes the value at the walk's position.
-func (w *jsonWalk) skip() { w.value() }
+// Skip consumes the value at the walk's position.
+func (w *Walker) Skip() { w.Value() }
 
-// value consumes the value at the walk's position and returns its raw text
+// Value consumes the value at the walk's position and returns its raw text
 // and where it starts in the document.
-func (w *jsonWalk) value() (raw string, at int) {
-	c := w.at()
+func (w *Walker) Value() (raw string, at int) {
+	c := w.At()
 	at = w.i
 	switch c {
 	case '{':
-		for range w.members {
-			w.skip()
+		for range w.Members {
+			w.Skip()
 		}
 	case '[':
 		if w.intArray() {
 			break
 		}
-		for range w.elements {
-			w.skip()
+		for range w.Elements {
+			w.Skip()
 		}
 	case '"':
-		w.str()
+		w.Str()
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		w.number()
 	case 't':
@@ -191,14 +208,14 @@ func (w *jsonWalk) value() (raw string, at int) {
 	return w.s[at:w.i], at
 }
 
-// intArray consumes the array at the walk's position (at() == '[') when it
+// intArray consumes the array at the walk's position (At() == '[') when it
 // is written as engines write token bytes and ids: non-negative integers
 // without leading zeros, commas, no spaces (or empty). For anything else it
 // returns false and leaves the walk where it was, and the general path reads
 // the array. Every array it takes is one gjson.Valid accepts, and it ends
 // where the general path would: a quarter of an answer's walk was these
 // arrays, element by element.
-func (w *jsonWalk) intArray() bool {
+func (w *Walker) intArray() bool {
 	s, i := w.s, w.i+1
 	if byteAt(s, i) == ']' {
 		w.i = i + 1
@@ -233,9 +250,9 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// str consumes the string at the walk's position (at() == '"') and returns
+// Str consumes the string at the walk's position (At() == '"') and returns
 // its contents as written (escapes kept) and whether it has escapes.
-func (w *jsonWalk) str() (raw string, esc bool) {
+func (w *Walker) Str() (raw string, esc bool) {
 	s, start := w.s, w.i+1
 	for i := start; i < len(s); i++ {
 		if plain[s[i]] {
@@ -303,7 +320,7 @@ func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' ||
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // number consumes the number at the walk's position.
-func (w *jsonWalk) number() {
+func (w *Walker) number() {
 	s, i := w.s, w.i
 	if s[i] == '-' {
 		i++
@@ -354,7 +371,7 @@ func digitsEnd(s string, i int) int {
 	return i
 }
 
-func (w *jsonWalk) literal(lit string) {
+func (w *Walker) literal(lit string) {
 	if len(w.s)-w.i < len(lit) || w.s[w.i:w.i+len(lit)] != lit {
 		w.fail()
 		return
@@ -366,20 +383,20 @@ func (w *jsonWalk) literal(lit string) {
 // what gjson's Result methods would: a fast path for the plain forms
 // engines write, gjson itself for the rest.
 
-// rawString is gjson's Result.String.
-func rawString(raw string) string {
+// AsString is gjson's Result.String.
+func AsString(raw string) string {
 	if len(raw) >= 2 && raw[0] == '"' && !hasEscape(raw) {
 		return raw[1 : len(raw)-1]
 	}
 	return gjson.Parse(raw).String()
 }
 
-// rawStr is gjson's Result.Str: a string's contents, "" for other values.
-func rawStr(raw string) string {
+// AsStr is gjson's Result.Str: a string's contents, "" for other values.
+func AsStr(raw string) string {
 	if len(raw) == 0 || raw[0] != '"' {
 		return ""
 	}
-	return rawString(raw)
+	return AsString(raw)
 }
 
 func hasEscape(raw string) bool {
@@ -391,8 +408,8 @@ func hasEscape(raw string) bool {
 	return false
 }
 
-// rawInt is gjson's Result.Int.
-func rawInt(raw string) int64 {
+// AsInt is gjson's Result.Int.
+func AsInt(raw string) int64 {
 	if n, ok := plainInt(raw); ok {
 		return n
 	}
@@ -422,9 +439,9 @@ func plainInt(raw string) (int64, bool) {
 	return n, true
 }
 
-// rawFloat is gjson's Result.Float.
-func rawFloat(raw string) float64 {
-	if f, ok := plainFloat(raw); ok {
+// AsFloat is gjson's Result.Float.
+func AsFloat(raw string) float64 {
+	if f, ok := PlainFloat(raw); ok {
 		return f
 	}
 	if len(raw) > 0 && (raw[0] == '-' || isDigit(raw[0])) {
@@ -438,11 +455,11 @@ func rawFloat(raw string) float64 {
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
 	1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
-// plainFloat parses a decimal with at most 15 significant digits and no
+// PlainFloat parses a decimal with at most 15 significant digits and no
 // exponent (-0.0123) the way strconv.ParseFloat does in its exact fast
 // path: mantissa and power of ten are exact float64s, so one correctly
 // rounded division gives the correctly rounded result.
-func plainFloat(raw string) (float64, bool) {
+func PlainFloat(raw string) (float64, bool) {
 	i, neg := 0, false
 	if len(raw) > 0 && raw[0] == '-' {
 		i, neg = 1, true
