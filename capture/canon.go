@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
 )
@@ -52,33 +54,43 @@ func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
 
 // conversationHashes is prefixHashes that also hands text the canonical
 // content of each user, system and developer message (requestTexts' texts)
-// from the same pass; the strings may be views of body.
+// from the same pass; the strings may be views of body. It walks the body
+// once with jsonwalk (long prompts are most of a call's bytes: gjson
+// scanned each message three times, byte by byte) and stops after the
+// messages; invalid JSON up to there is not ok.
 func conversationHashes(body []byte, text func(string)) (hs []uint64, opening uint64, ok bool) {
 	if len(body) == 0 {
 		return nil, 0, false
 	}
-	// A view, not a copy (GetBytes copies what it returns): nothing read
-	// here outlives the call, only hashes do.
-	msgs := gjson.Get(unsafe.String(&body[0], len(body)), "messages")
-	if !msgs.IsArray() {
+	w := jsonwalk.New(unsafe.String(&body[0], len(body)))
+	if w.At() != '{' {
 		return nil, 0, false
 	}
 	var h uint64
 	openingSet := false
 	d := xxhash.New()
-	msgs.ForEach(func(_, v gjson.Result) bool {
-		m := canonFromJSON(v)
-		h = m.extend(d, h)
-		hs = append(hs, h)
-		if !openingSet && m.role == "user" {
-			opening, openingSet = h, true
+	for key := range w.Members {
+		if key != "messages" {
+			w.Skip()
+			continue
 		}
-		if text != nil && v.IsObject() && summarised(m.role) {
-			text(m.content)
+		if w.At() != '[' {
+			return nil, 0, false
 		}
-		return true
-	})
-	if len(hs) == 0 {
+		for range w.Elements {
+			m, isObject := canonMessageAt(&w)
+			h = m.extend(d, h)
+			hs = append(hs, h)
+			if !openingSet && m.role == "user" {
+				opening, openingSet = h, true
+			}
+			if text != nil && isObject && summarised(m.role) {
+				text(m.content)
+			}
+		}
+		break // the first "messages", as gjson.Get finds it
+	}
+	if w.Bad() || len(hs) == 0 {
 		return nil, 0, false
 	}
 	if !openingSet {
@@ -87,31 +99,46 @@ func conversationHashes(body []byte, text func(string)) (hs []uint64, opening ui
 	return hs, opening, true
 }
 
-func canonFromJSON(v gjson.Result) canonMessage {
-	var m canonMessage
-	v.ForEach(func(k, f gjson.Result) bool {
-		switch k.Str {
+// canonMessageAt reads the message at the walk's position (an element of
+// messages) into its canonical form (canon_ref_test.go keeps gjson's reading
+// as the reference); isObject is
+// false for an element that is not an object (it has no fields).
+func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
+	if w.At() != '{' {
+		w.Skip()
+		return m, false
+	}
+	for key := range w.Members {
+		raw, _ := w.Value()
+		switch key {
 		case "role":
-			m.role = f.String()
+			m.role = jsonwalk.AsString(raw)
 		case "content":
-			m.content = canonContent(f)
+			if raw != "" && raw[0] == '[' {
+				m.content = canonContent(gjson.Parse(raw))
+			} else {
+				m.content = strings.TrimSpace(jsonwalk.AsString(raw))
+			}
 		case "name":
-			m.name = f.String()
+			m.name = jsonwalk.AsString(raw)
 		case "tool_call_id":
-			m.toolCallID = f.String()
+			m.toolCallID = jsonwalk.AsString(raw)
 		case "tool_calls":
-			f.ForEach(func(_, tc gjson.Result) bool {
-				fn := tc.Get("function")
-				m.toolCalls = append(m.toolCalls, canonToolCall{
-					name: fn.Get("name").String(),
-					args: canonArgs(fn.Get("arguments").String()),
-				})
-				return true
-			})
+			m.toolCalls = appendToolCalls(m.toolCalls, gjson.Parse(raw))
 		}
+	}
+	return m, true
+}
+
+// appendToolCalls appends the canonical form of each of a message's tool
+// calls.
+func appendToolCalls(dst []canonToolCall, calls gjson.Result) []canonToolCall {
+	calls.ForEach(func(_, tc gjson.Result) bool {
+		fn := tc.Get("function")
+		dst = append(dst, canonToolCall{name: fn.Get("name").String(), args: canonArgs(fn.Get("arguments").String())})
 		return true
 	})
-	return m
+	return dst
 }
 
 // canonContent flattens string or parts content; text parts concatenate,

@@ -120,6 +120,21 @@ func BenchmarkAdmitLongPrompt(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmitLongPromptLines is BenchmarkAdmitLongPrompt with the
+// instructions in lines of 80 characters, as agents write them: JSON escapes
+// every newline.
+func BenchmarkAdmitLongPromptLines(b *testing.B) {
+	s := openBench(b, "drop")
+	defer s.Close()
+	line := strings.Repeat("Be careful. ", 6) + `Use the \"tools\".\n`
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat(line, 32768/len(line)) +
+		`"},{"role":"user","content":"Hello!"}]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		s.Admit(&Admission{CallID: "a", Route: RouteChat, Hone: HoneHeaders{Train: -1}, Body: body})
+	}
+}
+
 func reportPercentiles(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*50/100].Nanoseconds()), "p50-ns")

@@ -7,6 +7,7 @@ package jsonwalk
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -385,10 +386,53 @@ func (w *Walker) literal(lit string) {
 
 // AsString is gjson's Result.String.
 func AsString(raw string) string {
-	if len(raw) >= 2 && raw[0] == '"' && !hasEscape(raw) {
-		return raw[1 : len(raw)-1]
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		in := raw[1 : len(raw)-1]
+		if !hasEscape(in) {
+			return in
+		}
+		if out, ok := unescapeShort(in); ok {
+			return out
+		}
 	}
 	return gjson.Parse(raw).String()
+}
+
+// unescapeShort is gjson's unescape of a valid string's contents whose
+// escapes are all two-byte ones: the runs between escapes are copied whole
+// (prompts escape every newline; gjson copies byte by byte). ok is false at
+// a \u escape, which gjson decodes.
+func unescapeShort(s string) (_ string, ok bool) {
+	b := make([]byte, 0, len(s))
+	for {
+		i := strings.IndexByte(s, '\\')
+		if i < 0 {
+			return string(append(b, s...)), true
+		}
+		b = append(b, s[:i]...)
+		if i+1 == len(s) {
+			return string(b), true // a lone backslash at the end: gjson stops there
+		}
+		switch c := s[i+1]; c {
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case '"', '\\', '/':
+			b = append(b, c)
+		case 'u':
+			return "", false
+		default:
+			return string(b), true // not an escape: gjson stops there
+		}
+		s = s[i+2:]
+	}
 }
 
 // AsStr is gjson's Result.Str: a string's contents, "" for other values.
@@ -399,14 +443,7 @@ func AsStr(raw string) string {
 	return AsString(raw)
 }
 
-func hasEscape(raw string) bool {
-	for i := 0; i < len(raw); i++ {
-		if raw[i] == '\\' {
-			return true
-		}
-	}
-	return false
-}
+func hasEscape(raw string) bool { return strings.IndexByte(raw, '\\') >= 0 }
 
 // AsInt is gjson's Result.Int.
 func AsInt(raw string) int64 {

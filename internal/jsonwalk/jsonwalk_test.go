@@ -101,3 +101,20 @@ func TestPlainRun(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAsString: AsString is gjson's Result.String for any valid raw value
+// (what it is given): escapes, \u sequences and non-strings included.
+func FuzzAsString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\nb\t\"c\"\\d\/e"`, `"\u00e9\ud83d\ude00"`, `"x\\u0041"`, `"\q"`, `"end\`, `"\`, `12`, `null`,
+		`{"a":1}`, `"line\n` + string(bytes.Repeat([]byte(`more text\n`), 20)) + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !gjson.Valid(raw) {
+			return
+		}
+		if got, want := AsString(raw), gjson.Parse(raw).String(); got != want {
+			t.Fatalf("AsString(%q) = %q, gjson %q", raw, got, want)
+		}
+	})
+}
