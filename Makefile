@@ -171,6 +171,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzAccumulateWalk$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./internal/jsonwalk/
 	$(GO) test -run XXX -fuzz '^FuzzValid$$' -fuzztime 20s ./internal/jsonwalk/
+	$(GO) test -run XXX -fuzz '^FuzzAsString$$' -fuzztime 20s ./internal/jsonwalk/
 	$(GO) test -run XXX -fuzz '^FuzzTokenizeReply$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesRequest$$' -fuzztime 30s ./proxy/
 	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
@@ -185,6 +186,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzGenerationConfig$$' -fuzztime 30s -fuzzminimizetime 5s ./engine/
 	$(GO) test -run XXX -fuzz '^FuzzGenerationEOS$$' -fuzztime 30s ./model/tokenizer/
 	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime 30s ./config/
+	$(GO) test -run XXX -fuzz '^FuzzConversationHashes$$' -fuzztime 30s ./capture/
 
 demo: build
 	./$(BIN) demo $(ARGS)
