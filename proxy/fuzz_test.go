@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,29 @@ import (
 
 // FuzzRewrite: any valid JSON object request rewrites into valid JSON that
 // keeps the client's own fields and asks for logprobs and token ids.
+// inspectRef is inspect as gjson reads the body: the reference FuzzRewrite
+// holds the walk to.
+func inspectRef(doc gjson.Result, d dialect) (a asked, model string) {
+	doc.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model, a.has.model = v.String(), v
+		case "stream":
+			a.stream = v.Bool()
+		case "logprobs":
+			a.has.logprobs, a.logprobs = true, d.askedLogprobs(v)
+		case "return_token_ids":
+			a.tokenIDs, a.has.tokenIDs = v.Bool(), true
+		case "stream_options":
+			a.usage, a.has.streamOptions = v.Get("include_usage").Bool(), true
+		case "return_tokens_as_token_ids":
+			a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
+		}
+		return true
+	})
+	return a, model
+}
+
 func FuzzRewrite(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -27,13 +51,20 @@ func FuzzRewrite(f *testing.F) {
 	addFixtureSeeds(f, "request.json", func(b []byte) { f.Add(b, true) })
 	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
 		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+			if _, _, ok := inspect(body, chatDialect); ok {
+				t.Fatalf("inspect took %q, which is not a JSON object", body)
+			}
 			return
 		}
 		d := completionsDialect
 		if chat {
 			d = chatDialect
 		}
-		a, model := inspect(gjson.ParseBytes(body), d)
+		a, model, ok := inspect(body, d)
+		ra, rmodel := inspectRef(gjson.ParseBytes(body), d)
+		if !ok || model != rmodel || fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", ra) {
+			t.Fatalf("%s: inspect %v %q %+v, gjson's %q %+v", body, ok, model, a, rmodel, ra)
+		}
 		out, err := rewriteRequest(body, d, a, model, "auto", "target-model", true)
 		if err != nil {
 			return // sjson refuses some odd-but-valid documents; hone answers 400

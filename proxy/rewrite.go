@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode"
+	"unsafe"
+
+	"github.com/hone-rl/hone/internal/jsonwalk"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -31,11 +34,30 @@ type present struct {
 	model                                          gjson.Result // the model value in the body (Index, Raw); valid in the handler only
 }
 
-// inspect reads, in one walk over the top-level keys of a request, the model
-// and what the client asked for itself.
-func inspect(doc gjson.Result, d dialect) (a asked, model string) {
-	doc.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+// inspect reads, in one walk over a request body, the model and what the
+// client asked for itself, and validates the body as it goes: ok is false
+// unless it is valid JSON (as gjson.Valid has it) whose value is an object.
+// The values it keeps are the few top-level ones below; the conversation is
+// only walked over, once.
+func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
+	if len(body) == 0 {
+		return a, "", false
+	}
+	w := jsonwalk.New(unsafe.String(&body[0], len(body)))
+	if w.At() != '{' {
+		return a, "", false
+	}
+	for key := range w.Members {
+		switch key {
+		case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids":
+		default:
+			w.Skip()
+			continue
+		}
+		raw, at := w.Value()
+		v := gjson.Parse(raw)
+		v.Index = at
+		switch key {
 		case "model":
 			model, a.has.model = v.String(), v
 		case "stream":
@@ -49,9 +71,11 @@ func inspect(doc gjson.Result, d dialect) (a asked, model string) {
 		case "return_tokens_as_token_ids":
 			a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
 		}
-		return true
-	})
-	return a, model
+	}
+	if w.Bad() || !w.End() {
+		return asked{}, "", false
+	}
+	return a, model, true
 }
 
 // rewriteRequest returns the body to send upstream for a captured call: the

@@ -24,7 +24,7 @@ func TestAppendMembers(t *testing.T) {
 // place, never duplicated.
 func TestRewriteAppendsOrReplaces(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[],"logprobs":false,"stream":true}`)
-	a, model := inspect(gjson.ParseBytes(body), chatDialect)
+	a, model, _ := inspect(body, chatDialect)
 	out, err := rewriteRequest(body, chatDialect, a, model, "auto", "t", true)
 	if err != nil {
 		t.Fatal(err)

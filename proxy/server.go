@@ -11,9 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
-
-	"github.com/hone-rl/hone/internal/jsonwalk"
 
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
@@ -263,7 +260,10 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	c := &call{s: s, api: api, reply: native{}, dialect: d, start: time.Now(), status: capture.StatusOK, acc: accumulator{dialect: d},
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
-	if !jsonwalk.IsObject(body) {
+	// one walk validates the agent's body and, for the engine's own APIs,
+	// reads what the call needs from it; a translated body is read again
+	var ok bool
+	if c.asked, c.model, ok = inspect(body, d); !ok {
 		s.failAPI(ctx, api, errBadJSON)
 		return
 	}
@@ -275,8 +275,8 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	}
 	if tr != nil {
 		body, c.reply, c.upPath = tr.body, translated{tr.enc}, []byte(tr.path)
+		c.asked, c.model, _ = inspect(body, d)
 	}
-	doc := gjson.Parse(unsafe.String(&body[0], len(body))) // a view: what outlives the handler is copied (the model)
 	hr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers, s.opts.StrictHeaders)
 	if hr.err != nil {
 		s.failAPI(ctx, api, hr.err)
@@ -284,8 +284,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	}
 	hh := hr.hh
 	c.hh, c.warnings = hh, hr.warnings
-	c.asked, c.model = inspect(doc, d)
-	c.model = strings.Clone(c.model) // doc is a view of fasthttp's request buffer, reused after the handler
+	c.model = strings.Clone(c.model) // a view of fasthttp's request buffer, reused after the handler
 	c.target = c.model
 	if p, release, ok := s.aliases.acquire(c.model); ok {
 		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
