@@ -100,9 +100,9 @@ func conversationHashes(body []byte, text func(string)) (hs []uint64, opening ui
 }
 
 // canonMessageAt reads the message at the walk's position (an element of
-// messages) into its canonical form (canon_ref_test.go keeps gjson's reading
-// as the reference); isObject is
-// false for an element that is not an object (it has no fields).
+// messages) into its canonical form; isObject is false for an element that
+// is not an object (it has no fields). canon_ref_test.go keeps gjson's
+// reading as the reference.
 func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
 	if w.At() != '{' {
 		w.Skip()
