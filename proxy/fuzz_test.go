@@ -14,24 +14,14 @@ import (
 
 // FuzzRewrite: any valid JSON object request rewrites into valid JSON that
 // keeps the client's own fields and asks for logprobs and token ids.
-// inspectRef is inspect as gjson reads the body: the reference FuzzRewrite
-// holds the walk to.
+// inspectRef is inspect as gjson reads the body (the members and their
+// values): the reference FuzzRewrite holds the walk to.
 func inspectRef(doc gjson.Result, d dialect) (a asked, model string) {
 	doc.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			model, a.has.model = v.String(), v
-		case "stream":
-			a.stream = v.Bool()
-		case "logprobs":
-			a.has.logprobs, a.logprobs = true, d.askedLogprobs(v)
-		case "return_token_ids":
-			a.tokenIDs, a.has.tokenIDs = v.Bool(), true
-		case "stream_options":
-			a.usage, a.has.streamOptions = v.Get("include_usage").Bool(), true
-		case "return_tokens_as_token_ids":
-			a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
+		if k.Str == "model" {
+			model = v.String()
 		}
+		a.take(k.Str, v, d)
 		return true
 	})
 	return a, model

@@ -48,34 +48,49 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 		return a, "", false
 	}
 	for key := range w.Members {
-		switch key {
-		case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids":
-		default:
+		if !takes(key) {
 			w.Skip()
 			continue
 		}
 		raw, at := w.Value()
 		v := gjson.Parse(raw)
 		v.Index = at
-		switch key {
-		case "model":
-			model, a.has.model = v.String(), v
-		case "stream":
-			a.stream = v.Bool()
-		case "logprobs":
-			a.has.logprobs, a.logprobs = true, d.askedLogprobs(v)
-		case "return_token_ids":
-			a.tokenIDs, a.has.tokenIDs = v.Bool(), true
-		case "stream_options":
-			a.usage, a.has.streamOptions = v.Get("include_usage").Bool(), true
-		case "return_tokens_as_token_ids":
-			a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
+		if key == "model" {
+			model = v.String()
 		}
+		a.take(key, v, d)
 	}
 	if w.Bad() || !w.End() {
 		return asked{}, "", false
 	}
 	return a, model, true
+}
+
+// takes reports whether take reads a top-level key.
+func takes(key string) bool {
+	switch key {
+	case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids":
+		return true
+	}
+	return false
+}
+
+// take notes a top-level request field the call needs (a key takes names).
+func (a *asked) take(key string, v gjson.Result, d dialect) {
+	switch key {
+	case "model":
+		a.has.model = v
+	case "stream":
+		a.stream = v.Bool()
+	case "logprobs":
+		a.has.logprobs, a.logprobs = true, d.askedLogprobs(v)
+	case "return_token_ids":
+		a.tokenIDs, a.has.tokenIDs = v.Bool(), true
+	case "stream_options":
+		a.usage, a.has.streamOptions = v.Get("include_usage").Bool(), true
+	case "return_tokens_as_token_ids":
+		a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
+	}
 }
 
 // rewriteRequest returns the body to send upstream for a captured call: the
