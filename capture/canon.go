@@ -6,9 +6,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/cespare/xxhash/v2"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 

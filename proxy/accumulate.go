@@ -7,9 +7,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/tidwall/gjson"
 )
 

@@ -4,9 +4,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 

@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/tidwall/gjson"
 )
 

@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/hone-rl/hone/internal/jsonwalk"
-
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
