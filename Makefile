@@ -164,29 +164,29 @@ lint:
 	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
 
 fuzz:
-	$(GO) test -run XXX -fuzz '^FuzzRewrite$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzSSE$$' -fuzztime 20s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime 20s ./proxy/internal/sse/
-	$(GO) test -run XXX -fuzz '^FuzzResponse$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzAccumulateWalk$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzPlainFloat$$' -fuzztime 20s ./internal/jsonwalk/
-	$(GO) test -run XXX -fuzz '^FuzzValid$$' -fuzztime 20s ./internal/jsonwalk/
-	$(GO) test -run XXX -fuzz '^FuzzAsString$$' -fuzztime 20s ./internal/jsonwalk/
-	$(GO) test -run XXX -fuzz '^FuzzTokenizeReply$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzResponsesRequest$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzResponsesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzMessagesRequest$$' -fuzztime 30s ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzMessagesStream$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzRedactHead$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzRedactError$$' -fuzztime 30s -fuzzminimizetime 200x ./proxy/
-	$(GO) test -run XXX -fuzz '^FuzzLoRAAdapter$$' -fuzztime 30s ./engine/
-	$(GO) test -run XXX -fuzz '^FuzzTokenize$$' -fuzztime 30s ./engine/
-	$(GO) test -run XXX -fuzz '^FuzzStructTag$$' -fuzztime 20s ./engine/
-	$(GO) test -run XXX -fuzz '^FuzzCompileSchema$$' -fuzztime 20s ./engine/internal/grammar/
-	$(GO) test -run XXX -fuzz '^FuzzGenerationConfig$$' -fuzztime 30s -fuzzminimizetime 5s ./engine/
-	$(GO) test -run XXX -fuzz '^FuzzGenerationEOS$$' -fuzztime 30s ./model/tokenizer/
-	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime 30s ./config/
-	$(GO) test -run XXX -fuzz '^FuzzConversationHashes$$' -fuzztime 30s ./capture/
+	GO=$(GO) scripts/fuzz/run.sh FuzzRewrite ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzSSE ./proxy 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzReader ./proxy/internal/sse 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzResponse ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAccumulateWalk ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzPlainFloat ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzValid ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAsString ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzTokenizeReply ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesRequest ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesStream ./proxy 30s -fuzzminimizetime 200x
+	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesRequest ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesStream ./proxy 30s -fuzzminimizetime 200x
+	GO=$(GO) scripts/fuzz/run.sh FuzzRedactHead ./proxy 30s -fuzzminimizetime 200x
+	GO=$(GO) scripts/fuzz/run.sh FuzzRedactError ./proxy 30s -fuzzminimizetime 200x
+	GO=$(GO) scripts/fuzz/run.sh FuzzLoRAAdapter ./engine 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzTokenize ./engine 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzStructTag ./engine 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzCompileSchema ./engine/internal/grammar 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzGenerationConfig ./engine 30s -fuzzminimizetime 5s
+	GO=$(GO) scripts/fuzz/run.sh FuzzGenerationEOS ./model/tokenizer 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzLoad ./config 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzConversationHashes ./capture 30s
 
 demo: build
 	./$(BIN) demo $(ARGS)
