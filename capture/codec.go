@@ -229,21 +229,37 @@ const compressAbove = 2 << 10
 
 // compactCall returns rec, or its compressed form when that is worth it.
 // The header (format byte and sequence number) stays uncompressed, so
-// patchSeq works on both forms.
-func compactCall(rec []byte) []byte {
+// patchSeq works on both forms. S2 needs room for its worst case; scratch,
+// when given, holds that room across calls, and the compressed record gets
+// an allocation of its own size only.
+func compactCall(rec []byte, scratch *[]byte) []byte {
 	if len(rec) < compressAbove {
 		return rec
 	}
 	body := rec[seqOffset+8:]
-	out := make([]byte, seqOffset+8+s2.MaxEncodedLen(len(body)))
-	copy(out, rec[:seqOffset+8])
-	z := s2.Encode(out[seqOffset+8:], body)
+	var buf []byte
+	if scratch != nil {
+		buf = *scratch
+	}
+	if n := s2.MaxEncodedLen(len(body)); cap(buf) < n {
+		buf = make([]byte, n)
+		if scratch != nil && n <= maxScratch {
+			*scratch = buf
+		}
+	}
+	z := s2.Encode(buf[:cap(buf)], body)
 	if len(z) >= len(body)*7/8 {
 		return rec // incompressible (token ids of random text): keep the plain form
 	}
+	out := make([]byte, seqOffset+8+len(z))
+	copy(out, rec[:seqOffset+8])
+	copy(out[seqOffset+8:], z)
 	out[0] = compressedCall
-	return out[:seqOffset+8+len(z)]
+	return out
 }
+
+// maxScratch bounds the compression buffer an encoder keeps between calls.
+const maxScratch = 1 << 20
 
 // expandCall returns the plain form of a compressed record.
 func expandCall(rec []byte) ([]byte, error) {

@@ -90,7 +90,7 @@ func FuzzDecodeCall(f *testing.F) {
 	c.Hone.Reward = ptr(1)
 	c.Hone.Tags = []string{"x"}
 	f.Add(encodeCall(nil, c))
-	f.Add(compactCall(encodeCall(nil, longCall())))
+	f.Add(compactCall(encodeCall(nil, longCall()), nil))
 	f.Add([]byte{SchemaVersion})
 	f.Add([]byte{SchemaVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -123,9 +123,19 @@ func longCall() *Call {
 func TestCallCompression(t *testing.T) {
 	c := longCall()
 	plain := encodeCall(nil, c)
-	rec := compactCall(plain)
+	var scratch []byte
+	rec := compactCall(plain, &scratch)
 	if rec[0] != compressedCall || len(rec) > len(plain)/4 {
 		t.Fatalf("a %d-byte compressible record became %d bytes (format %#x)", len(plain), len(rec), rec[0])
+	}
+	if len(scratch) == 0 || cap(rec) != len(rec) {
+		t.Fatalf("scratch %d bytes kept, record %d bytes in a %d-byte allocation", len(scratch), len(rec), cap(rec))
+	}
+	first := bytes.Clone(rec)
+	other := longCall()
+	other.Request = []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("Another prompt entirely. ", 900) + `"}]}`)
+	if compactCall(encodeCall(nil, other), &scratch); !bytes.Equal(rec, first) {
+		t.Fatal("compressing the next record through the same scratch changed the first")
 	}
 	patchSeq(rec, 42)
 	c.Seq = 42
@@ -144,17 +154,17 @@ func TestCallCompression(t *testing.T) {
 		lps = append(lps, fmt.Sprintf(`{"token":"t%d","logprob":-0.%07d,"bytes":[116],"top_logprobs":[]}`, i, i*7919))
 	}
 	answer.Response = []byte(`{"choices":[{"logprobs":{"content":[` + strings.Join(lps, ",") + `]}}]}`)
-	if r := compactCall(encodeCall(nil, answer)); r[0] != compressedCall {
+	if r := compactCall(encodeCall(nil, answer), nil); r[0] != compressedCall {
 		t.Errorf("a %d-byte answer with logprobs was not compressed", len(answer.Response))
 	}
 	small := encodeCall(nil, newVocab().makeCall("s", "s", nil, msg{Role: "assistant", Content: "hi"}, 1))
-	if r := compactCall(small); &r[0] != &small[0] {
+	if r := compactCall(small, nil); &r[0] != &small[0] {
 		t.Error("a small record was compressed")
 	}
 	noise := make([]byte, 64<<10)
 	rand.New(rand.NewSource(1)).Read(noise)
 	c.Request = noise
-	if r := compactCall(encodeCall(nil, c)); r[0] != SchemaVersion {
+	if r := compactCall(encodeCall(nil, c), nil); r[0] != SchemaVersion {
 		t.Error("an incompressible record was stored compressed")
 	}
 }

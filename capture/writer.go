@@ -168,7 +168,7 @@ func readUint(read func([]byte) ([]byte, error), k []byte) (uint64, error) {
 // costs the proxy.
 func (s *Store) runEncoder() {
 	defer close(s.encoded)
-	var plain []byte // one call's plain encoding, reused: only the compressed copy is kept
+	var plain, scratch []byte // one call's plain and compressed encodings, reused: only an exact copy is kept
 	for {
 		it, ok := <-s.q
 		if !ok {
@@ -182,7 +182,7 @@ func (s *Store) runEncoder() {
 		for i := range batch {
 			if c := batch[i].call; c != nil {
 				plain = encodeCall(plain[:0], c)
-				enc := compactCall(plain)
+				enc := compactCall(plain, &scratch)
 				if len(enc) > 0 && &enc[0] == &plain[0] {
 					enc = bytes.Clone(plain) // kept plain (small or incompressible): the batch gets its own copy
 				}
@@ -440,7 +440,7 @@ func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
 	}
 	ttl := s.opts.Retention.CallTTL
 	if enc == nil {
-		enc = compactCall(encodeCall(nil, c))
+		enc = compactCall(encodeCall(nil, c), nil)
 	}
 	patchSeq(enc, c.Seq)
 	entries := []*badger.Entry{

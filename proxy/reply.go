@@ -7,9 +7,10 @@ import "github.com/valyala/fasthttp"
 // hone injected) and translated (re-encoded into the agent's API by the
 // surface's encoder). Every call holds one; the handlers never ask which.
 type reply interface {
-	// whole returns the agent's body of a whole answer. buf holds the
-	// engine's body; c.respBody is the captured copy, already accumulated.
-	whole(ctx *fasthttp.RequestCtx, c *call, buf []byte) []byte
+	// whole returns the agent's body of a whole answer: body is the
+	// engine's (c.respBody when captured, already accumulated), which it
+	// leaves as it is; scratch is a buffer it may build the answer in.
+	whole(ctx *fasthttp.RequestCtx, c *call, body []byte, scratch *[]byte) []byte
 	// event returns the agent's bytes for one SSE event of a stream (ev
 	// whole, data its data field when isData), nil to send nothing.
 	event(b *streamBody, ev, data []byte, isData bool) []byte
@@ -28,11 +29,12 @@ type reply interface {
 // native passes the engine's own API through.
 type native struct{}
 
-func (native) whole(_ *fasthttp.RequestCtx, c *call, buf []byte) []byte {
+func (native) whole(_ *fasthttp.RequestCtx, c *call, body []byte, scratch *[]byte) []byte {
 	if c.httpStatus < 400 && c.verdict.Capture && stripping(c.acc.injected, c.asked) {
-		return stripInto(buf[:0], c.respBody, c.acc.injected, c.asked)
+		*scratch = stripInto((*scratch)[:0], body, c.acc.injected, c.asked)
+		return *scratch
 	}
-	return buf
+	return body
 }
 
 func (native) event(b *streamBody, ev, data []byte, isData bool) []byte {
@@ -68,9 +70,9 @@ func (native) warnings() []string                   { return nil }
 // only what its API carries, so nothing is stripped first.
 type translated struct{ enc encoder }
 
-func (t translated) whole(ctx *fasthttp.RequestCtx, c *call, buf []byte) []byte {
+func (t translated) whole(ctx *fasthttp.RequestCtx, c *call, body []byte, _ *[]byte) []byte {
 	ctx.SetContentType("application/json")
-	return t.enc.body(buf, c.httpStatus)
+	return t.enc.body(body, c.httpStatus)
 }
 
 func (t translated) event(b *streamBody, _, data []byte, isData bool) []byte {

@@ -372,11 +372,18 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 }
 
 // finishBody reads a whole (non-stream or error) response, strips it and
-// answers the agent.
+// answers the agent. A captured answer is read into an allocation of its
+// own, which the record keeps (the walk's strings point into it) and the
+// agent's response refers to when nothing is stripped; otherwise the answer
+// is read into a pooled buffer and copied into the response.
 func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Response) {
-	buf := bytebufferpool.Get()
-	defer bytebufferpool.Put(buf)
-	err := readBody(buf, resp)
+	buf := answerPool.Get()
+	defer answerPool.Put(buf)
+	in := buf
+	if c.verdict.Capture {
+		in = &bytebufferpool.ByteBuffer{}
+	}
+	err := readBody(in, resp)
 	fasthttp.ReleaseResponse(resp)
 	c.upstreamDone = time.Now()
 	if err != nil {
@@ -388,30 +395,44 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		c.failEarly(ctx, e)
 		return
 	}
-	s.m.bytesIn.Add(float64(len(buf.B)))
+	s.m.bytesIn.Add(float64(len(in.B)))
 	if p := planOf(ctx); p != nil && p.Sent() && c.httpStatus < 400 {
-		if chatBody, err := p.ChatBody(buf.B); err == nil {
-			buf.B = append(buf.B[:0], chatBody...)
+		if chatBody, err := p.ChatBody(in.B); err == nil {
+			in.B = append(in.B[:0], chatBody...)
 		} else {
 			s.log.Warn("continuity: engine answer not converted", "call", c.id, "err", err)
 		}
 	}
 	if c.httpStatus >= 400 {
-		c.status, c.errMsg = capture.StatusUpstreamError, gjson.GetBytes(buf.B, "error.message").String()
+		c.status, c.errMsg = capture.StatusUpstreamError, gjson.GetBytes(in.B, "error.message").String()
 	}
 	if c.verdict.Capture {
-		c.respBody = append([]byte(nil), buf.B...) // the record's own copy; the walk's strings point into it
+		c.respBody = in.B
+		if c.httpStatus < 400 {
+			c.acc.addBody(c.respBody)
+		}
 	}
-	if c.httpStatus < 400 && c.verdict.Capture {
-		c.acc.addBody(c.respBody)
+	out := c.reply.whole(ctx, c, in.B, &buf.B)
+	if c.verdict.Capture && sameBytes(out, c.respBody) {
+		ctx.Response.SetBodyRaw(out) // the record's bytes, never written again
+	} else {
+		ctx.Response.SetBody(out)
 	}
-	buf.B = c.reply.whole(ctx, c, buf.B)
-	ctx.Response.SetBody(buf.B) // a copy into the response's own pooled buffer: buf keeps its capacity
-	s.m.bytesOut.Add(float64(len(ctx.Response.Body())))
+	s.m.bytesOut.Add(float64(len(out)))
 	c.done()
 	if w := c.awaitDurable(); w != "" {
 		ctx.Response.Header.Add(warningHeader, w)
 	}
+}
+
+// answerPool holds the buffers engines' whole answers are read into. Its
+// own pool: bytebufferpool calibrates a pool to the sizes it is given, and
+// the shared default one, sized for small bodies, would drop them.
+var answerPool bytebufferpool.Pool
+
+// sameBytes reports whether a and b are the same slice of memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // readBody reads a streamed upstream body into buf, grown once to the
