@@ -172,6 +172,8 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzPlainFloat ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzValid ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzAsString ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAppendInt32s ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzWalkInt32s ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzTokenizeReply ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesRequest ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesStream ./proxy 30s -fuzzminimizetime 200x

@@ -117,9 +117,16 @@ func (a *accumulator) add(body string, delta bool) {
 				a.created = jsonwalk.AsInt(raw)
 			}
 		case "prompt_token_ids":
-			raw, at := w.Value()
-			if isArray(raw) {
+			ids, raw, at, ok := w.Int32s(a.promptIDs[:0]) // read as the walk steps over them: prompts run to 10^4-10^5 ids
+			if ok {
+				a.promptIDs = a.promptIDs[:0]
+				if len(ids) > 0 {
+					a.promptIDs = ids
+				}
+			} else if raw, at = w.Value(); isArray(raw) {
 				a.promptIDs = appendIDs(a.promptIDs[:0], raw)
+			}
+			if isArray(raw) {
 				a.note(at, raw, injTokenIDs)
 			}
 		case "usage":
@@ -156,10 +163,11 @@ func (a *accumulator) note(at int, raw string, kind uint8) {
 }
 
 // span is a value's raw text and where it starts in the body ("" when
-// absent).
+// absent), with its ids when it is an array of ids read in the walk.
 type span struct {
 	raw string
 	at  int
+	ids []int32
 }
 
 // addChoice folds in the choice (or a stream delta of one) at the walk's
@@ -178,6 +186,12 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 			if key == "logprobs" {
 				lp = a.walkLogprobs(w)
 				continue
+			}
+			if key == "prompt_token_ids" {
+				if ids, raw, at, ok := w.Int32s(nil); ok {
+					prompt = span{raw: raw, at: at, ids: ids}
+					continue
+				}
 			}
 			var v span
 			v.raw, v.at = w.Value()
@@ -204,7 +218,10 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 	if isString(finish) {
 		ch.FinishReason, a.finished = jsonwalk.AsStr(finish), true
 	}
-	if isArray(prompt.raw) {
+	if len(prompt.ids) > 0 {
+		ch.PromptIDs = prompt.ids
+		a.note(prompt.at, prompt.raw, injTokenIDs)
+	} else if isArray(prompt.raw) {
 		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt.raw)
 		a.note(prompt.at, prompt.raw, injTokenIDs)
 	}
@@ -232,7 +249,7 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 func (a *accumulator) walkLogprobs(w *jsonwalk.Walker) span {
 	if w.At() != '{' {
 		raw, at := w.Value()
-		return span{raw, at}
+		return span{raw: raw, at: at}
 	}
 	at := w.Pos()
 	a.lps.Logprobs = a.lps.Logprobs[:0]
@@ -240,7 +257,7 @@ func (a *accumulator) walkLogprobs(w *jsonwalk.Walker) span {
 	if w.Bad() {
 		return span{}
 	}
-	return span{w.Doc()[at:w.Pos()], at}
+	return span{raw: w.Doc()[at:w.Pos()], at: at}
 }
 
 func isString(raw string) bool { return raw != "" && raw[0] == '"' }
@@ -263,6 +280,9 @@ func (a *accumulator) tokenFromString(ch *capture.Choice, s string) {
 // appendIDs appends the token ids of raw, a JSON array.
 func appendIDs(dst []int32, raw string) []int32 {
 	dst = slices.Grow(dst, len(raw)/4) // ids take 2-7 bytes each: one allocation, not one per doubling
+	if out, ok := jsonwalk.AppendInt32s(dst, raw); ok {
+		return out
+	}
 	w := jsonwalk.New(raw)
 	w.Each(func() {
 		v, _ := w.Value()

@@ -29,7 +29,14 @@ func BenchmarkAccumulateBody(b *testing.B) {
 }
 
 // bigBody is a vLLM chat response of n tokens with logprobs and token ids.
-func bigBody(n int) []byte {
+func bigBody(n int) []byte { return bigBodyPrompt(n, 10) }
+
+// bigBodyPrompt is bigBody with a prompt of p token ids.
+func bigBodyPrompt(n, p int) []byte {
+	prompt := make([]string, p)
+	for i := range prompt {
+		prompt[i] = strconv.Itoa(100 + i*37%150000)
+	}
 	var lp, ids []string
 	for i := 0; i < n; i++ {
 		lp = append(lp, fmt.Sprintf(`{"token":"tok%d","logprob":-0.%04d,"bytes":[116,111,107],"top_logprobs":[]}`, i, i))
@@ -38,7 +45,7 @@ func bigBody(n int) []byte {
 	return []byte(`{"id":"chatcmpl-big","object":"chat.completion","created":1763780000,"model":"Qwen/Qwen3-0.6B","choices":[{"index":0,"message":{"role":"assistant","content":"` +
 		strings.Repeat("tok ", n) + `","refusal":null,"tool_calls":[],"reasoning_content":null},"logprobs":{"content":[` + strings.Join(lp, ",") +
 		`]},"finish_reason":"length","stop_reason":null,"token_ids":[` + strings.Join(ids, ",") + `]}],"usage":{"prompt_tokens":10,"total_tokens":` +
-		strconv.Itoa(10+n) + `,"completion_tokens":` + strconv.Itoa(n) + `},"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]}`)
+		strconv.Itoa(10+n) + `,"completion_tokens":` + strconv.Itoa(n) + `},"prompt_token_ids":[` + strings.Join(prompt, ",") + `]}`)
 }
 
 func BenchmarkAccumulateBody512(b *testing.B) { benchAccumulateBig(b, 512) }
@@ -47,8 +54,13 @@ func BenchmarkAccumulateBody512(b *testing.B) { benchAccumulateBig(b, 512) }
 // (5.8 KB there).
 func BenchmarkAccumulateBody64(b *testing.B) { benchAccumulateBig(b, 64) }
 
-func benchAccumulateBig(b *testing.B, n int) {
-	body := bigBody(n)
+// BenchmarkAccumulateLongPrompt is an agent's turn: a 64-token answer to an
+// 8,000-token prompt, whose ids vLLM returns with the answer.
+func BenchmarkAccumulateLongPrompt(b *testing.B) { benchAccumulate(b, bigBodyPrompt(64, 8000)) }
+
+func benchAccumulateBig(b *testing.B, n int) { benchAccumulate(b, bigBody(n)) }
+
+func benchAccumulate(b *testing.B, body []byte) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	var out []byte

@@ -6,6 +6,7 @@
 package jsonwalk
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -474,6 +475,69 @@ func plainInt(raw string) (int64, bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// AppendInt32s appends the elements of raw, a JSON array of non-negative
+// integers of at most nine digits without spaces or leading zeros (token ids
+// as engines write them), in one scan, and reports true. For any other raw
+// it returns dst as it was and false, and the caller reads the array
+// element by element.
+func AppendInt32s(dst []int32, raw string) ([]int32, bool) {
+	out, end, ok := int32sAt(dst, raw, 0)
+	if !ok || end != len(raw) {
+		return dst, false
+	}
+	return out, true
+}
+
+// Int32s reads the array at the walk's position as AppendInt32s does, in
+// the scan that steps over it: it appends the elements to dst and returns
+// the array as written and where it starts. For any other value it returns
+// dst as it was and false, and leaves the walk where it was.
+func (w *Walker) Int32s(dst []int32) (_ []int32, raw string, at int, ok bool) {
+	if w.At() != '[' {
+		return dst, "", w.i, false
+	}
+	at = w.i
+	out, end, ok := int32sAt(slices.Grow(dst, (len(w.s)-at)/4), w.s, at) // ids take 2-7 bytes each: one allocation
+	if !ok {
+		return dst, "", at, false
+	}
+	w.i = end
+	return out, w.s[at:end], at, true
+}
+
+// int32sAt scans the array of plain int32s that starts at s[i] == '[',
+// appending its elements to dst. It returns where the array ends, or dst
+// as it was and false.
+func int32sAt(dst []int32, s string, i int) ([]int32, int, bool) {
+	n := len(dst)
+	if byteAt(s, i) != '[' {
+		return dst, i, false
+	}
+	i++
+	if byteAt(s, i) == ']' {
+		return dst, i + 1, true
+	}
+	for {
+		start := i
+		var v int32
+		for ; i < len(s) && isDigit(s[i]); i++ {
+			v = v*10 + int32(s[i]-'0')
+		}
+		if d := i - start; d == 0 || d > 9 || d > 1 && s[start] == '0' {
+			return dst[:n], start, false
+		}
+		dst = append(dst, v)
+		switch byteAt(s, i) {
+		case ',':
+			i++
+		case ']':
+			return dst, i + 1, true
+		default:
+			return dst[:n], i, false
+		}
+	}
 }
 
 // AsFloat is gjson's Result.Float.

@@ -3,7 +3,9 @@ package jsonwalk
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -115,6 +117,102 @@ func FuzzAsString(f *testing.F) {
 		}
 		if got, want := AsString(raw), gjson.Parse(raw).String(); got != want {
 			t.Fatalf("AsString(%q) = %q, gjson %q", raw, got, want)
+		}
+	})
+}
+
+// FuzzAppendInt32s: what the one-scan path takes is a valid JSON array, read
+// as the element-by-element path (AsInt of each Value) reads it.
+func FuzzAppendInt32s(f *testing.F) {
+	for _, s := range []string{`[]`, `[0]`, `[2000,2007,2014]`, `[151644,872,198]`, `[01]`, `[1,]`, `[,1]`, `[1 ]`,
+		`[-1]`, `[1.5]`, `[999999999]`, `[1000000000]`, `[1]]`, `[1],[2]`, `[`, `]`, `[[1]]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		prefix := []int32{7}
+		got, ok := AppendInt32s(prefix, s)
+		if !ok {
+			if len(got) != 1 || got[0] != 7 {
+				t.Fatalf("AppendInt32s(%q) refused but changed dst to %v", s, got)
+			}
+			return
+		}
+		if !gjson.Valid(s) || !gjson.Parse(s).IsArray() {
+			t.Fatalf("AppendInt32s(%q) took what is not a JSON array", s)
+		}
+		want := []int32{7}
+		w := New(s)
+		w.Each(func() {
+			v, _ := w.Value()
+			want = append(want, int32(AsInt(v)))
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("AppendInt32s(%q) = %v, element by element %v", s, got, want)
+		}
+	})
+}
+
+// FuzzWalkInt32s: a walk's Int32s, in a document, reads what AppendInt32s
+// reads of the same array and ends where Value would; when it refuses, the
+// walk has not moved.
+func FuzzWalkInt32s(f *testing.F) {
+	for _, s := range []string{`[2000,2007]`, `[]`, ` [1,2] `, `[1,2`, `[1,2]]`, `[01]`, `"x"`, `[1000000000]`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		doc := `{"ids":` + s + `,"n":1}`
+		w := New(doc)
+		var ok bool
+		var got []int32
+		var raw string
+		var at int
+		for key := range w.Members {
+			if key != "ids" {
+				w.Skip()
+				continue
+			}
+			pos := w.Pos()
+			if got, raw, at, ok = w.Int32s([]int32{7}); !ok {
+				if w.Pos() != pos && w.Pos() != pos+len(s)-len(strings.TrimLeft(s, " \t\n\r")) {
+					t.Fatalf("Int32s on %q refused and moved the walk from %d to %d", s, pos, w.Pos())
+				}
+				w.Skip()
+				continue
+			}
+			ref := New(doc)
+			ref.i = pos
+			wantRaw, wantAt := ref.Value()
+			if raw != wantRaw || at != wantAt || w.Pos() != ref.Pos() {
+				t.Fatalf("Int32s on %q: raw %q at %d ending %d, Value %q at %d ending %d", s, raw, at, w.Pos(), wantRaw, wantAt, ref.Pos())
+			}
+			want, aok := AppendInt32s([]int32{7}, raw)
+			if !aok || !slices.Equal(got, want) {
+				t.Fatalf("Int32s on %q = %v, AppendInt32s %v (%v)", s, got, want, aok)
+			}
+		}
+	})
+}
+
+// BenchmarkInt32s is an 8,000-token prompt's ids: the walk that steps over
+// them, and the scan that reads them.
+func BenchmarkInt32s(b *testing.B) {
+	ids := make([]string, 8000)
+	for i := range ids {
+		ids[i] = strconv.Itoa(100 + i*37%150000)
+	}
+	raw := "[" + strings.Join(ids, ",") + "]"
+	b.Run("walk", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			w := New(raw)
+			w.Skip()
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		dst := make([]int32, 0, 8000)
+		for b.Loop() {
+			dst, _ = AppendInt32s(dst[:0], raw)
 		}
 	})
 }
