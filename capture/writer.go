@@ -128,6 +128,9 @@ func (w *writerState) moved(id string, from, to State, since, last time.Time) {
 	w.forget(id)
 	switch to {
 	case StateOpen:
+		if last.IsZero() {
+			last = since // a new session: its first call sets the time right after; a zero would sift to the top and back
+		}
 		w.open.set(id, last)
 	case StateCommitted:
 		w.waiting.set(id, since)
