@@ -71,6 +71,9 @@ func (chatAPI) addLogprobs(ch *capture.Choice, w *jsonwalk.Walker, withTokens bo
 // token. An entry without a logprob counts as 0 unless withTokens, as
 // gjson's Get reads it.
 func chatLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) {
+	if vllmLogprob(w, ch, withTokens, tok) {
+		return
+	}
 	found := false
 	if w.At() != '{' {
 		w.Skip()
@@ -92,6 +95,37 @@ func chatLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok fu
 	if !found && !withTokens {
 		ch.Logprobs = append(ch.Logprobs, 0)
 	}
+}
+
+// vllmLogprob reads the entry at the walk's position when it is written as
+// vLLM writes it, {"token":…,"logprob":…,"bytes":…,"top_logprobs":…} with no
+// spaces, and folds it in as chatLogprob's general walk would; otherwise it
+// leaves the walk where it was and returns false. Matching the four keys
+// literally halves the cost of an answer's bulk.
+func vllmLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) bool {
+	start := w.Pos()
+	if !w.Lit(`{"token":`) {
+		return false
+	}
+	token, _ := w.Value()
+	if !w.Bad() && w.Lit(`,"logprob":`) {
+		logprob, _ := w.Value()
+		if !w.Bad() && w.Lit(`,"bytes":`) {
+			w.Skip()
+			if !w.Bad() && w.Lit(`,"top_logprobs":`) {
+				w.Skip()
+				if !w.Bad() && w.Lit(`}`) {
+					if withTokens {
+						tok(ch, jsonwalk.AsStr(token))
+					}
+					ch.Logprobs = append(ch.Logprobs, float32(jsonwalk.AsFloat(logprob)))
+					return true
+				}
+			}
+		}
+	}
+	w.Reset(start)
+	return false
 }
 
 // silentChunk: vLLM sends a chunk with nothing in its delta (a token its

@@ -42,6 +42,7 @@ func FuzzAccumulateWalk(f *testing.F) {
 		`{"choices":null,"id":"x","created":"12"}` + "\n" + `{"choices":[],"usage":{"total_tokens":3}}` + "\n" + `{"choices":[1,{"finish_reason":"stop"}]}`,
 		`{"choices":[{"logprobs":{"content":null,"token_logprobs":null,"tokens":"token_id:3"}}]} x`,
 		`{"a":[1,2,{"b":-0.0e+5}],"\u0063hoices":[{"token_ids":[1.5,-3,123456789012345678901]}]}`,
+		`{"choices":[{"index":0,"message":{"content":"ab"},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"bytes":[97],"top_logprobs":[{"token":"token_id:5","logprob":-0.5,"bytes":[97]}]},{"token":"token_id:6","logprob":-1e-3,"bytes":[],"top_logprobs":[]},{"token":"token_id:7","logprob":-2,"bytes":[1],"top_logprobs":[]} ]},"finish_reason":"stop"}]}`,
 	} {
 		f.Add([]byte(s), true, true)
 		f.Add([]byte(s), false, false)

@@ -64,6 +64,22 @@ func (w *Walker) At() byte {
 	return 0
 }
 
+// Lit consumes lit when the document continues with exactly those bytes at
+// the walk's position (no whitespace skipped): a reader of a shape an engine
+// always writes the same way matches its keys and punctuation in one
+// comparison each, and goes back (Reset) to the general walk on a miss.
+func (w *Walker) Lit(lit string) bool {
+	if strings.HasPrefix(w.s[w.i:], lit) {
+		w.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// Reset moves the walk back to pos, a position it was at, and clears a
+// failure met since.
+func (w *Walker) Reset(pos int) { w.i, w.bad = pos, false }
+
 // Members iterates the object at the walk's position (At() == '{').
 func (w *Walker) Members(yield func(key string) bool) {
 	w.i++
