@@ -57,6 +57,25 @@ func TestReplyBody(t *testing.T) {
 	}
 }
 
+// TestEchoReply: -prompt-ids echo's answer is the stub's reply with n prompt
+// ids (at least 10) in place of the fixed ones, and nothing else changed.
+func TestEchoReply(t *testing.T) {
+	stubReplyBody = replyBody(64)
+	defer func() { stubReplyBody = chatBody }()
+	for _, n := range []int{0, 10, 8000} {
+		b := echoReply(n)
+		if !gjson.Valid(b) {
+			t.Fatalf("echoReply(%d) is not JSON", n)
+		}
+		if got := gjson.Get(b, "prompt_token_ids.#").Int(); got != int64(max(n, 10)) {
+			t.Fatalf("echoReply(%d): %d prompt ids", n, got)
+		}
+		if gjson.Get(b, "choices.0.logprobs.content.#").Int() != 64 || gjson.Get(b, "choices.0.token_ids.#").Int() != 64 {
+			t.Fatalf("echoReply(%d) lost the answer's tokens", n)
+		}
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	// A command name with spaces and a parenthesis, as /proc prints it.
 	line := "4242 (nginx: a (b) c) S 1 4240 4240 0 -1 4194624 100 0 0 0 7 5 0 0 20 0 1 0 100 1000 10"

@@ -56,6 +56,7 @@ var (
 	workers     = flag.Int("workers", 64, "concurrent clients for the max-throughput run")
 	honeBin     = flag.String("hone-bin", "bin/hone", "the hone binary for the hone-serve target (make build)")
 	pad         = flag.Int("pad", 0, "bytes of instructions added to every request (long agent prompts)")
+	promptIDs   = flag.String("prompt-ids", "fixed", "prompt token ids in the stub's non-streamed answers: fixed (10) or echo (one per 4 bytes of the request, as vLLM returns a long prompt's ids when asked)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
 	targetsFlag = flag.String("targets", "direct,nginx,haproxy,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it); also relay, fasthttp, httputil")
@@ -87,7 +88,11 @@ func main() {
 	}
 	stopOnSignal()
 	defer stopAll()
-	stub := spawn("stub", "-events", strconv.Itoa(*events), "-reply-tokens", strconv.Itoa(*replyTokens))
+	if *promptIDs != "fixed" && *promptIDs != "echo" {
+		fmt.Fprintf(os.Stderr, "-prompt-ids %q: want fixed or echo\n", *promptIDs)
+		os.Exit(2)
+	}
+	stub := spawn("stub", "-events", strconv.Itoa(*events), "-reply-tokens", strconv.Itoa(*replyTokens), "-prompt-ids", *promptIDs)
 	var targets []target
 	var notes []string // the header's lines about the targets
 	require := os.Getenv("HONE_BENCH_REQUIRE") == "1"
@@ -148,6 +153,9 @@ func main() {
 	fmt.Printf("# rounds: each section measures every target in turn, %d times (%s first, the others' order rotated by one each round)\n",
 		*count, targets[0].name)
 	fmt.Printf("# stub: chat reply of %d bytes (-reply-tokens %d), streams of %d events (-events)\n", len(replyBody(*replyTokens)), *replyTokens, *events)
+	if *promptIDs == "echo" {
+		fmt.Println("# stub: -prompt-ids echo: each answer carries one prompt token id per 4 bytes of its request in place of the fixed 10")
+	}
 	for _, n := range notes {
 		fmt.Println("# " + n)
 	}

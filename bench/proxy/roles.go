@@ -361,6 +361,10 @@ func stubHandler(ctx *fasthttp.RequestCtx) {
 	}
 	if !gjson.GetBytes(ctx.PostBody(), "stream").Bool() {
 		ctx.SetContentType("application/json")
+		if *promptIDs == "echo" {
+			ctx.SetBodyString(echoReply(len(ctx.PostBody()) / 4))
+			return
+		}
 		ctx.SetBodyString(stubReplyBody)
 		return
 	}
@@ -381,6 +385,29 @@ func stubHandler(ctx *fasthttp.RequestCtx) {
 		fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[],"usage":{"prompt_tokens":10,"total_tokens":42,"completion_tokens":32}}`+"\n\ndata: [DONE]\n\n", nowMicros())
 		w.Flush()
 	})
+}
+
+// fixedPromptIDs are the prompt ids of the stub's answers.
+const fixedPromptIDs = `"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]`
+
+// echoReplies caches echoReply's answers by their number of prompt ids.
+var echoReplies sync.Map
+
+// echoReply is the stub's reply with n prompt token ids (at least the fixed
+// reply's 10) in place of the fixed ones: what vLLM sends back for a prompt
+// of n tokens when asked for its ids.
+func echoReply(n int) string {
+	n = max(n, 10)
+	if b, ok := echoReplies.Load(n); ok {
+		return b.(string)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(100 + i*7919%150000)
+	}
+	b := strings.Replace(stubReplyBody, fixedPromptIDs, `"prompt_token_ids":[`+strings.Join(ids, ",")+`]`, 1)
+	echoReplies.Store(n, b)
+	return b
 }
 
 // nowMicros is the wall clock in µs, shared by all processes on the machine.
