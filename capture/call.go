@@ -116,6 +116,10 @@ type Call struct {
 
 	Request  []byte `json:"request"`  // request body as the agent sent it (never headers)
 	Response []byte `json:"response"` // response body as the engine sent it; streams: aggregated chat/completion object
+	// ResponseNulls are byte ranges of Response (sorted, apart) that the
+	// stored record holds as null: the prompt's token ids, which PromptIDs
+	// keeps. Not stored itself.
+	ResponseNulls [][2]int `json:"-"`
 
 	PromptIDs []int32  `json:"prompt_token_ids,omitempty"`
 	Choices   []Choice `json:"choices"`

@@ -27,6 +27,27 @@ func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
 
+// nulled writes p as bytes does, with each of spans (sorted, apart, within
+// p) written as null. Spans that are not are ignored: p is written whole.
+func (e *encoder) nulled(p []byte, spans [][2]int) {
+	n, last := len(p), 0
+	for _, s := range spans {
+		if s[0] < last || s[1] < s[0] || s[1] > len(p) {
+			e.bytes(p)
+			return
+		}
+		n += 4 - (s[1] - s[0])
+		last = s[1]
+	}
+	e.uvarint(uint64(n))
+	last = 0
+	for _, s := range spans {
+		e.b = append(append(e.b, p[last:s[0]]...), "null"...)
+		last = s[1]
+	}
+	e.b = append(e.b, p[last:]...)
+}
+
 func (e *encoder) bool(v bool) {
 	if v {
 		e.b = append(e.b, 1)
@@ -296,7 +317,7 @@ func encodeCall(buf []byte, c *Call) []byte {
 	e.varint(int64(c.Latency))
 	e.varint(int64(c.HTTPStatus))
 	e.bytes(c.Request)
-	e.bytes(c.Response)
+	e.nulled(c.Response, c.ResponseNulls)
 	e.ids(c.PromptIDs)
 	e.uvarint(uint64(len(c.Choices)))
 	for i := range c.Choices {

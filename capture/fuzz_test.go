@@ -273,3 +273,33 @@ func FuzzTrie(f *testing.F) {
 		}
 	})
 }
+
+// TestResponseNulls: a record stores the spans of Response that
+// ResponseNulls names as null, and the whole response when the spans are
+// not sorted, apart and within it.
+func TestResponseNulls(t *testing.T) {
+	body := []byte(`{"choices":[{"prompt_token_ids":[7,8]}],"prompt_token_ids":[1,2,3]}`)
+	first := [2]int{bytes.Index(body, []byte("[7,8]")), bytes.Index(body, []byte("[7,8]")) + 5}
+	second := [2]int{bytes.Index(body, []byte("[1,2,3]")), bytes.Index(body, []byte("[1,2,3]")) + 7}
+	for _, tc := range []struct {
+		spans [][2]int
+		want  string
+	}{
+		{nil, string(body)},
+		{[][2]int{second}, `{"choices":[{"prompt_token_ids":[7,8]}],"prompt_token_ids":null}`},
+		{[][2]int{first, second}, `{"choices":[{"prompt_token_ids":null}],"prompt_token_ids":null}`},
+		{[][2]int{second, first}, string(body)},
+		{[][2]int{{3, 2}}, string(body)},
+		{[][2]int{{0, len(body) + 1}}, string(body)},
+	} {
+		c := newVocab().makeCall("n", "s", nil, msg{Role: "assistant", Content: "hi"}, 1)
+		c.Response, c.ResponseNulls = body, tc.spans
+		got, err := decodeCall(compactCall(encodeCall(nil, c), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Response) != tc.want {
+			t.Errorf("spans %v: stored %s, want %s", tc.spans, got.Response, tc.want)
+		}
+	}
+}

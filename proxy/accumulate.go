@@ -49,9 +49,10 @@ type injected struct {
 }
 
 const (
-	injLogprobs uint8 = iota // choices[].logprobs
-	injTokenIDs              // prompt_token_ids, choices[].token_ids, choices[].prompt_token_ids
-	injModel                 // model: the engine-side name of a policy alias
+	injLogprobs  uint8 = iota // choices[].logprobs
+	injTokenIDs               // choices[].token_ids
+	injPromptIDs              // prompt_token_ids, choices[].prompt_token_ids
+	injModel                  // model: the engine-side name of a policy alias
 )
 
 func (a *accumulator) choice(i int) *capture.Choice {
@@ -127,7 +128,7 @@ func (a *accumulator) add(body string, delta bool) {
 				a.promptIDs = appendIDs(a.promptIDs[:0], raw)
 			}
 			if isArray(raw) {
-				a.note(at, raw, injTokenIDs)
+				a.note(at, raw, injPromptIDs)
 			}
 		case "usage":
 			raw, _ := w.Value()
@@ -220,10 +221,10 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 	}
 	if len(prompt.ids) > 0 {
 		ch.PromptIDs = prompt.ids
-		a.note(prompt.at, prompt.raw, injTokenIDs)
+		a.note(prompt.at, prompt.raw, injPromptIDs)
 	} else if isArray(prompt.raw) {
 		ch.PromptIDs = appendIDs(ch.PromptIDs[:0], prompt.raw)
-		a.note(prompt.at, prompt.raw, injTokenIDs)
+		a.note(prompt.at, prompt.raw, injPromptIDs)
 	}
 	if isArray(ids.raw) {
 		ch.TokenIDs = appendIDs(ch.TokenIDs, ids.raw)

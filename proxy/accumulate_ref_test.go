@@ -38,7 +38,7 @@ func (a *accumulator) addRef(body string, delta bool) {
 		case "prompt_token_ids":
 			if v.IsArray() {
 				a.promptIDs = refAppendIDs(a.promptIDs[:0], v)
-				a.noteRef(v, injTokenIDs)
+				a.noteRef(v, injPromptIDs)
 			}
 		case "usage":
 			if v.IsObject() {
@@ -91,7 +91,7 @@ func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) {
 	}
 	if prompt.IsArray() {
 		ch.PromptIDs = refAppendIDs(ch.PromptIDs[:0], prompt)
-		a.noteRef(prompt, injTokenIDs)
+		a.noteRef(prompt, injPromptIDs)
 	}
 	if ids.IsArray() {
 		ch.TokenIDs = refAppendIDs(ch.TokenIDs, ids)

@@ -35,6 +35,7 @@ type call struct {
 	inHone                                  time.Duration // processing time inside hone after the first byte
 
 	reqBody, respBody []byte
+	respNulls         [][2]int // where respBody holds the prompt ids (stored as null)
 	acc               accumulator
 	status            capture.Status
 	httpStatus        int
@@ -138,7 +139,7 @@ func (c *call) record(end time.Time) *capture.Call {
 		ID: c.id, Session: c.verdict.Session, Task: c.hh.Task, Route: c.dialect.route(), Model: c.model, Upstream: c.target,
 		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: c.acc.id,
 		Start: c.start, End: end, Latency: end.Sub(c.start), Status: c.status, HTTPStatus: c.httpStatus,
-		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, PromptIDs: c.acc.promptIDs,
+		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, ResponseNulls: c.respNulls, PromptIDs: c.acc.promptIDs,
 		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh, NewSession: c.verdict.New, Owner: c.owner,
 	}
 	if c.eng != nil {

@@ -250,6 +250,15 @@ func checkRecord(t *testing.T, c *capture.Call, path, route string) {
 	if c.Status != capture.StatusOK || c.ResponseID == "" || c.Request == nil || c.Response == nil {
 		t.Errorf("record: status %s response id %q", c.Status, c.ResponseID)
 	}
+	stored := nulled(c.Response, c.ResponseNulls)
+	if !gjson.ValidBytes(stored) {
+		t.Errorf("recorded response is not JSON: %s", stored)
+	}
+	for _, p := range []string{"prompt_token_ids", "choices.#.prompt_token_ids"} { // kept once, as PromptIDs
+		if v := gjson.GetBytes(stored, p); v.IsArray() && len(v.Array()) > 0 && (p == "prompt_token_ids" || v.Array()[0].IsArray()) {
+			t.Errorf("recorded response keeps %s: %s", p, v.Raw)
+		}
+	}
 	if len(c.Choices) != len(want.Choices) {
 		t.Fatalf("recorded %d choices, want %d", len(c.Choices), len(want.Choices))
 	}

@@ -8,8 +8,8 @@ import "github.com/valyala/fasthttp"
 // surface's encoder). Every call holds one; the handlers never ask which.
 type reply interface {
 	// whole returns the agent's body of a whole answer: body is the
-	// engine's (c.respBody when captured, already accumulated), which it
-	// leaves as it is; scratch is a buffer it may build the answer in.
+	// engine's (already accumulated when captured), which it leaves as it
+	// is; scratch is a buffer it may build the answer in.
 	whole(ctx *fasthttp.RequestCtx, c *call, body []byte, scratch *[]byte) []byte
 	// event returns the agent's bytes for one SSE event of a stream (ev
 	// whole, data its data field when isData), nil to send nothing.

@@ -373,9 +373,10 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 
 // finishBody reads a whole (non-stream or error) response, strips it and
 // answers the agent. A captured answer is read into an allocation of its
-// own, which the record keeps (the walk's strings point into it) and the
-// agent's response refers to when nothing is stripped; otherwise the answer
-// is read into a pooled buffer and copied into the response.
+// own, which the record keeps (the walk's strings point into it; its prompt
+// ids are stored as null) and the agent's response refers to when nothing
+// is stripped; otherwise the answer is read into a pooled buffer and copied
+// into the response.
 func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Response) {
 	buf := answerPool.Get()
 	defer answerPool.Put(buf)
@@ -410,6 +411,7 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		c.respBody = in.B
 		if c.httpStatus < 400 {
 			c.acc.addBody(c.respBody)
+			c.respNulls = promptIDSpans(c.acc.injected)
 		}
 	}
 	out := c.reply.whole(ctx, c, in.B, &buf.B)

@@ -17,7 +17,22 @@ func keeps(s injected, a asked) bool {
 	case injLogprobs:
 		return a.logprobs
 	}
-	return a.tokenIDs
+	return a.tokenIDs // token and prompt ids
+}
+
+// promptIDSpans returns where the prompt's token ids are in the answer
+// (sorted), which the record stores as null: the ids are kept once, as
+// PromptIDs, and an agent's prompt of 10^4 tokens would otherwise add ~60 KB
+// of digits to every call's record.
+func promptIDSpans(spans []injected) [][2]int {
+	var out [][2]int
+	for _, s := range spans {
+		if s.kind == injPromptIDs {
+			out = append(out, [2]int{s.start, s.end})
+		}
+	}
+	slices.SortFunc(out, func(x, y [2]int) int { return x[0] - y[0] })
+	return out
 }
 
 // stripInto appends body to dst with what hone injected and the client did
