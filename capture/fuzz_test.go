@@ -2,11 +2,13 @@ package capture
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,6 +302,37 @@ func TestResponseNulls(t *testing.T) {
 		}
 		if string(got.Response) != tc.want {
 			t.Errorf("spans %v: stored %s, want %s", tc.spans, got.Response, tc.want)
+		}
+	}
+}
+
+// TestIDsEncoding: ids writes what binary.AppendVarint of each difference
+// writes, for ids at the edges of int32 and at random.
+func TestIDsEncoding(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	cases := [][]int32{nil, {0}, {math.MaxInt32, math.MinInt32, math.MaxInt32}, {-1, 1, -64, 64, 8191, -8192}}
+	for range 20 {
+		ids := make([]int32, r.Intn(300))
+		for i := range ids {
+			ids[i] = int32(r.Uint32()) >> uint(r.Intn(32))
+		}
+		cases = append(cases, ids)
+	}
+	for _, ids := range cases {
+		want := binary.AppendUvarint(nil, uint64(len(ids)))
+		var prev int32
+		for _, id := range ids {
+			want = binary.AppendVarint(want, int64(id)-int64(prev))
+			prev = id
+		}
+		e := encoder{b: []byte{9}}
+		e.ids(ids)
+		if !bytes.Equal(e.b[1:], want) || e.b[0] != 9 {
+			t.Fatalf("ids(%v) = %x, AppendVarint %x", ids, e.b, want)
+		}
+		d := decoder{b: e.b[1:]}
+		if got := d.ids(); len(ids) > 0 && !slices.Equal(got, ids) {
+			t.Fatalf("ids(%v) decoded as %v", ids, got)
 		}
 	}
 }

@@ -350,3 +350,14 @@ func BenchmarkHeaderCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeLongPrompt encodes a call with an 8,000-token prompt, the
+// size of an agent's turn late in a session.
+func BenchmarkEncodeLongPrompt(b *testing.B) {
+	c := benchCall(rand.New(rand.NewPCG(7, 8)), "p", "s", 8000, 64)
+	buf := encodeCall(nil, c)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		buf = encodeCall(buf[:0], c)
+	}
+}
