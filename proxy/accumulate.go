@@ -27,6 +27,7 @@ type accumulator struct {
 	choices    []capture.Choice
 	usage      capture.Usage
 	fromTokens bool // completion ids came from "token_id:N" logprob strings
+	texts      texts
 
 	lps       capture.Choice // the logprobs of the choice being walked (addChoice)
 	injected  []injected     // positions in the last body added
@@ -242,7 +243,7 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 		}
 		a.note(lp.at, lp.raw, injLogprobs)
 	}
-	a.dialect.addOutput(ch, text, msg.raw, delta)
+	a.dialect.addOutput(ch, &a.texts, text, msg.raw, delta)
 }
 
 // walkLogprobs reads the logprobs value at the walk's position into a.lps
@@ -292,7 +293,7 @@ func appendIDs(dst []int32, raw string) []int32 {
 	return dst
 }
 
-func mergeToolDelta(ch *capture.Choice, t gjson.Result) {
+func mergeToolDelta(ch *capture.Choice, txt *texts, t gjson.Result) {
 	idx := int(t.Get("index").Int())
 	var tc *capture.ToolCall
 	for i := range ch.ToolCalls {
@@ -310,8 +311,8 @@ func mergeToolDelta(ch *capture.Choice, t gjson.Result) {
 	if v := t.Get("type").String(); v != "" {
 		tc.Type = v
 	}
-	tc.Name += t.Get("function.name").String()
-	tc.Arguments += t.Get("function.arguments").String()
+	txt.set(&tc.Name, t.Get("function.name").String(), true)
+	txt.set(&tc.Arguments, t.Get("function.arguments").String(), true)
 }
 
 // aggregate renders a streamed response as the equivalent non-stream object.

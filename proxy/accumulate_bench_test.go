@@ -94,3 +94,33 @@ func BenchmarkRequestCheck(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAccumulateChunk is a stream's per-event work on a vLLM chunk
+// with one token's logprobs and id (bench/proxy's stream): the fold, the
+// silent-chunk check and the strip.
+func BenchmarkAccumulateChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1763780000,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]}`)
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	a := accumulator{dialect: chatDialect}
+	a.addChunk(chunk)
+	var out []byte
+	for b.Loop() {
+		a.addChunk(chunk)
+		_ = chatAPI{}.silentChunk(chunk)
+		out = stripInto(out[:0], chunk, a.injected, asked{})
+	}
+}
+
+// BenchmarkAccumulateLongStream folds a whole 4,000-token stream (a coding
+// agent's long answer), one chunk per token of four characters.
+func BenchmarkAccumulateLongStream(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1763780000,"model":"m","choices":[{"index":0,"delta":{"content":"abcd"},"logprobs":{"content":[{"token":"abcd","logprob":-0.5,"bytes":[97,98,99,100],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		a := accumulator{dialect: chatDialect}
+		for range 4000 {
+			a.addChunk(chunk)
+		}
+	}
+}

@@ -116,20 +116,20 @@ func refAppendIDs(dst []int32, arr gjson.Result) []int32 {
 func refAddOutput(d dialect, ch *capture.Choice, text string, m gjson.Result, delta bool) {
 	switch d.(type) {
 	case completionsAPI:
-		ch.Content = appendOrSet(ch.Content, text, delta)
+		ch.Content = refAppendOrSet(ch.Content, text, delta)
 	case chatAPI:
 		m.ForEach(func(k, v gjson.Result) bool {
 			switch k.Str {
 			case "content":
-				ch.Content = appendOrSet(ch.Content, v.String(), delta)
+				ch.Content = refAppendOrSet(ch.Content, v.String(), delta)
 			case "reasoning", "reasoning_content":
 				if v.Type == gjson.String {
-					ch.Reasoning = appendOrSet(ch.Reasoning, v.Str, delta)
+					ch.Reasoning = refAppendOrSet(ch.Reasoning, v.Str, delta)
 				}
 			case "tool_calls":
 				v.ForEach(func(i, t gjson.Result) bool {
 					if delta {
-						mergeToolDelta(ch, t)
+						refMergeToolDelta(ch, t)
 					} else {
 						ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: int(i.Int()), ID: t.Get("id").String(),
 							Type: t.Get("type").String(), Name: t.Get("function.name").String(),
@@ -176,4 +176,35 @@ func refAddLogprobs(d dialect, ch *capture.Choice, lp gjson.Result, withTokens b
 			return true
 		})
 	}
+}
+
+// refAppendOrSet is texts.set without its builders.
+func refAppendOrSet(old, s string, delta bool) string {
+	if delta {
+		return old + s
+	}
+	return s
+}
+
+// refMergeToolDelta is mergeToolDelta with string concatenation.
+func refMergeToolDelta(ch *capture.Choice, t gjson.Result) {
+	idx := int(t.Get("index").Int())
+	var tc *capture.ToolCall
+	for i := range ch.ToolCalls {
+		if ch.ToolCalls[i].Index == idx {
+			tc = &ch.ToolCalls[i]
+		}
+	}
+	if tc == nil {
+		ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: idx})
+		tc = &ch.ToolCalls[len(ch.ToolCalls)-1]
+	}
+	if v := t.Get("id").String(); v != "" {
+		tc.ID = v
+	}
+	if v := t.Get("type").String(); v != "" {
+		tc.Type = v
+	}
+	tc.Name += t.Get("function.name").String()
+	tc.Arguments += t.Get("function.arguments").String()
 }

@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"strings"
+	"unsafe"
+
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
@@ -27,7 +30,8 @@ type dialect interface {
 	// addOutput folds a choice's output (or a stream delta of it) in:
 	// the message or delta of a chat choice (msg: its raw JSON, "" when
 	// absent), the text of a completion.
-	addOutput(ch *capture.Choice, text string, msg string, delta bool)
+	// Stream deltas are appended through t.
+	addOutput(ch *capture.Choice, t *texts, text string, msg string, delta bool)
 	// addLogprobs folds in a choice's logprobs, the JSON object at lp's
 	// position, which it consumes; withTokens also takes the completion
 	// ids from vLLM's "token_id:N" token strings (tok, nil without
@@ -79,9 +83,31 @@ type aggFunction struct {
 	Arguments string `json:"arguments"`
 }
 
-func appendOrSet(old, s string, delta bool) string {
-	if delta {
-		return old + s
+// texts grows the strings that a stream's deltas append to (content,
+// reasoning, a tool call's name and arguments) in place, in one builder per
+// string: old + s copied the whole string on every delta, quadratic in a
+// long answer (a 4,000-token stream copied ~30 MB).
+type texts struct{ m map[*string]*strings.Builder }
+
+// set sets *dst to s, or with delta appends s to it.
+func (t *texts) set(dst *string, s string, delta bool) {
+	if !delta {
+		*dst = s
+		return
 	}
-	return s
+	if s == "" {
+		return
+	}
+	b := t.m[dst]
+	if b == nil || b.Len() != len(*dst) || unsafe.StringData(b.String()) != unsafe.StringData(*dst) {
+		// not a string this builder made (a first delta, or one set since)
+		if t.m == nil {
+			t.m = map[*string]*strings.Builder{}
+		}
+		b = &strings.Builder{}
+		b.WriteString(*dst)
+		t.m[dst] = b
+	}
+	b.WriteString(s)
+	*dst = b.String()
 }

@@ -22,7 +22,7 @@ func (chatAPI) rendersChat() bool                 { return true }
 
 // addOutput folds a chat message (or delta): content, reasoning under
 // either field name, tool calls.
-func (chatAPI) addOutput(ch *capture.Choice, _ string, msg string, delta bool) {
+func (chatAPI) addOutput(ch *capture.Choice, t *texts, _ string, msg string, delta bool) {
 	w := jsonwalk.New(msg)
 	if w.At() != '{' {
 		return
@@ -31,19 +31,19 @@ func (chatAPI) addOutput(ch *capture.Choice, _ string, msg string, delta bool) {
 		v, _ := w.Value()
 		switch key {
 		case "content":
-			ch.Content = appendOrSet(ch.Content, jsonwalk.AsString(v), delta)
+			t.set(&ch.Content, jsonwalk.AsString(v), delta)
 		case "reasoning", "reasoning_content":
 			if isString(v) {
-				ch.Reasoning = appendOrSet(ch.Reasoning, jsonwalk.AsStr(v), delta)
+				t.set(&ch.Reasoning, jsonwalk.AsStr(v), delta)
 			}
 		case "tool_calls":
-			gjson.Parse(v).ForEach(func(i, t gjson.Result) bool {
+			gjson.Parse(v).ForEach(func(i, tc gjson.Result) bool {
 				if delta {
-					mergeToolDelta(ch, t)
+					mergeToolDelta(ch, t, tc)
 				} else {
-					ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: int(i.Int()), ID: t.Get("id").String(),
-						Type: t.Get("type").String(), Name: t.Get("function.name").String(),
-						Arguments: t.Get("function.arguments").String()})
+					ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: int(i.Int()), ID: tc.Get("id").String(),
+						Type: tc.Get("type").String(), Name: tc.Get("function.name").String(),
+						Arguments: tc.Get("function.arguments").String()})
 				}
 				return true
 			})

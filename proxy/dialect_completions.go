@@ -22,8 +22,8 @@ func (completionsAPI) answer() string                    { return "text_completi
 func (completionsAPI) rendersChat() bool                 { return false }
 func (completionsAPI) silentChunk([]byte) bool           { return false }
 
-func (completionsAPI) addOutput(ch *capture.Choice, text string, _ string, delta bool) {
-	ch.Content = appendOrSet(ch.Content, text, delta)
+func (completionsAPI) addOutput(ch *capture.Choice, t *texts, text string, _ string, delta bool) {
+	t.set(&ch.Content, text, delta)
 }
 
 // addLogprobs folds token_logprobs[] (and tokens[] as ids) in: the first

@@ -20,7 +20,7 @@ func (passthroughAPI) logprobsField() (any, string)                    { return 
 func (passthroughAPI) answer() string                                  { return "" }
 func (passthroughAPI) rendersChat() bool                               { return false }
 func (passthroughAPI) silentChunk([]byte) bool                         { return false }
-func (passthroughAPI) addOutput(*capture.Choice, string, string, bool) {}
+func (passthroughAPI) addOutput(*capture.Choice, *texts, string, string, bool) {}
 func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonwalk.Walker, _ bool, _ func(*capture.Choice, string)) {
 	lp.Skip()
 }

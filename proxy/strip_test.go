@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/hone-rl/hone/capture"
+)
 
 // strip returns body stripped as by stripInto, or body itself when nothing
 // changes (for tests).
@@ -59,4 +63,39 @@ func nulled(body []byte, spans [][2]int) []byte {
 		last = sp[1]
 	}
 	return append(out, body[last:]...)
+}
+
+// TestTexts: deltas appended through texts read as the concatenation, a
+// value set in between starts over from it, and strings handed out before
+// never change.
+func TestTexts(t *testing.T) {
+	var tx texts
+	var s string
+	var seen []string
+	want := ""
+	for i := range 200 {
+		d := string(rune('a' + i%26))
+		tx.set(&s, d, true)
+		want += d
+		seen = append(seen, s)
+		if i == 100 {
+			tx.set(&s, "reset", false)
+			want = "reset"
+		}
+	}
+	if s != want {
+		t.Fatalf("got %q, want %q", s, want)
+	}
+	for i, v := range seen {
+		if len(v) > 0 && v[len(v)-1] != byte('a'+i%26) {
+			t.Fatalf("string %d changed to %q", i, v)
+		}
+	}
+	chunks := []*capture.Choice{{}}
+	tx.set(&chunks[0].Content, "x", true)
+	moved := *chunks[0] // a choices slice that grew: the field at a new address
+	tx.set(&moved.Content, "y", true)
+	if moved.Content != "xy" || chunks[0].Content != "x" {
+		t.Fatalf("after a move: %q and %q", moved.Content, chunks[0].Content)
+	}
 }
