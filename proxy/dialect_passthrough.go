@@ -13,13 +13,13 @@ type passthroughAPI struct{}
 // routePassthrough labels the forwarded calls in metrics.
 const routePassthrough = "passthrough"
 
-func (passthroughAPI) route() string                                   { return routePassthrough }
-func (passthroughAPI) captured() bool                                  { return false }
-func (passthroughAPI) askedLogprobs(gjson.Result) bool                 { return false }
-func (passthroughAPI) logprobsField() (any, string)                    { return nil, "" }
-func (passthroughAPI) answer() string                                  { return "" }
-func (passthroughAPI) rendersChat() bool                               { return false }
-func (passthroughAPI) silentChunk([]byte) bool                         { return false }
+func (passthroughAPI) route() string                                           { return routePassthrough }
+func (passthroughAPI) captured() bool                                          { return false }
+func (passthroughAPI) askedLogprobs(gjson.Result) bool                         { return false }
+func (passthroughAPI) logprobsField() (any, string)                            { return nil, "" }
+func (passthroughAPI) answer() string                                          { return "" }
+func (passthroughAPI) rendersChat() bool                                       { return false }
+func (passthroughAPI) silentChunk([]byte) bool                                 { return false }
 func (passthroughAPI) addOutput(*capture.Choice, *texts, string, string, bool) {}
 func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonwalk.Walker, _ bool, _ func(*capture.Choice, string)) {
 	lp.Skip()
