@@ -18,14 +18,18 @@ import (
 // that the learning tests use: GRPO batches of 32 sessions in micro-batches
 // of microTokens, constant learning rate 2e-2, LoRA rank 8 (alpha 16, seed
 // 1) on the CPU, checkpoints in ckpt (resumed from when they are there),
-// publishing to pub (nil: none) under the engine's model name "base".
-func LoRA(t testing.TB, dir, ckpt string, microTokens int, src trainer.Source, pub trainer.Publisher) *trainer.Trainer {
+// publishing to pub (nil: none) under the engine's model name "base";
+// edits change those options.
+func LoRA(t testing.TB, dir, ckpt string, microTokens int, src trainer.Source, pub trainer.Publisher, edits ...func(*trainer.Options)) *trainer.Trainer {
 	t.Helper()
 	opts := trainer.DefaultOptions()
 	opts.Resume = true
 	opts.Name, opts.CheckpointDir, opts.BatchSessions, opts.MicroBatchTokens = "agent", ckpt, 32, microTokens
 	opts.Schedule = trainer.ScheduleOptions{Kind: trainer.SchedConstant, LR: 2e-2}
 	opts.LoRA = trainer.LoRAOptions{Rank: 8, Alpha: 16, Seed: 1}
+	for _, e := range edits {
+		e(&opts)
+	}
 	pol, err := trainer.LoadPolicy(dir, cpu.New(2), opts)
 	if err != nil {
 		t.Fatal(err)
