@@ -121,10 +121,7 @@ func (a *accumulator) add(body string, delta bool) {
 		case "prompt_token_ids":
 			ids, raw, at, ok := w.Int32s(a.promptIDs[:0]) // read as the walk steps over them: prompts run to 10^4-10^5 ids
 			if ok {
-				a.promptIDs = a.promptIDs[:0]
-				if len(ids) > 0 {
-					a.promptIDs = ids
-				}
+				a.promptIDs = ids
 			} else if raw, at = w.Value(); isArray(raw) {
 				a.promptIDs = appendIDs(a.promptIDs[:0], raw)
 			}

@@ -129,7 +129,7 @@ func refAddOutput(d dialect, ch *capture.Choice, text string, m gjson.Result, de
 			case "tool_calls":
 				v.ForEach(func(i, t gjson.Result) bool {
 					if delta {
-						refMergeToolDelta(ch, t)
+						mergeToolDelta(ch, &texts{}, t) // fresh builders: each delta concatenated, as + would
 					} else {
 						ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: int(i.Int()), ID: t.Get("id").String(),
 							Type: t.Get("type").String(), Name: t.Get("function.name").String(),
@@ -184,27 +184,4 @@ func refAppendOrSet(old, s string, delta bool) string {
 		return old + s
 	}
 	return s
-}
-
-// refMergeToolDelta is mergeToolDelta with string concatenation.
-func refMergeToolDelta(ch *capture.Choice, t gjson.Result) {
-	idx := int(t.Get("index").Int())
-	var tc *capture.ToolCall
-	for i := range ch.ToolCalls {
-		if ch.ToolCalls[i].Index == idx {
-			tc = &ch.ToolCalls[i]
-		}
-	}
-	if tc == nil {
-		ch.ToolCalls = append(ch.ToolCalls, capture.ToolCall{Index: idx})
-		tc = &ch.ToolCalls[len(ch.ToolCalls)-1]
-	}
-	if v := t.Get("id").String(); v != "" {
-		tc.ID = v
-	}
-	if v := t.Get("type").String(); v != "" {
-		tc.Type = v
-	}
-	tc.Name += t.Get("function.name").String()
-	tc.Arguments += t.Get("function.arguments").String()
 }

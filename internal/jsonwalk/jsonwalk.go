@@ -515,7 +515,10 @@ func (w *Walker) Int32s(dst []int32) (_ []int32, raw string, at int, ok bool) {
 		return dst, "", w.i, false
 	}
 	at = w.i
-	out, end, ok := int32sAt(slices.Grow(dst, (len(w.s)-at)/4), w.s, at) // ids take 2-7 bytes each: one allocation
+	if byteAt(w.s, at+1) != ']' {
+		dst = slices.Grow(dst, (len(w.s)-at)/4) // ids take 2-7 bytes each: one allocation
+	}
+	out, end, ok := int32sAt(dst, w.s, at)
 	if !ok {
 		return dst, "", at, false
 	}
