@@ -14,7 +14,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -231,13 +230,13 @@ func (s *Store) Admit(a *Admission) Verdict {
 // so every turn of a conversation gets the same decision.
 func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 	if !s.opts.Session.Infer || a.Route != RouteChat {
-		id := uuid.NewString()
+		id := NewID()
 		return id, xxhash.Sum64String(id), true
 	}
 	var texts []string // what a compacting agent's summary may sit in, read in the same pass
 	hs, opening, ok := conversationHashes(a.Body, func(t string) { texts = append(texts, t) })
 	if !ok {
-		id := uuid.NewString()
+		id := NewID()
 		return id, xxhash.Sum64String(id), true
 	}
 	// The owner's salt: one client's call never joins another's conversation.
@@ -251,7 +250,7 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 	if id, ok := s.summarisedSession(texts, salt); ok { // the agent compacted its conversation
 		return id, opening, false
 	}
-	return uuid.NewString(), opening, true
+	return NewID(), opening, true
 }
 
 // decide applies X-Hone-Train, the selection rules and the sample rate.

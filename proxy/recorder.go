@@ -3,7 +3,6 @@ package proxy
 import (
 	"sync"
 
-	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
 )
 
@@ -35,7 +34,7 @@ func NewMemRecorder() *MemRecorder { return &MemRecorder{added: make(chan struct
 func (m *MemRecorder) Admit(a *capture.Admission) capture.Verdict {
 	s := a.Hone.Session
 	if s == "" {
-		s = uuid.NewString()
+		s = capture.NewID()
 	}
 	return capture.Verdict{Session: s, Capture: true}
 }

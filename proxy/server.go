@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy/continuity"
 	"github.com/hone-rl/hone/proxy/internal/sse"
@@ -289,7 +288,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	if p, release, ok := s.aliases.acquire(c.model); ok {
 		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
 	}
-	c.id = "call-" + uuid.NewString()
+	c.id = "call-" + capture.NewID()
 	c.owner = owner
 	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: d.route(), Model: c.model, Hone: hh, Body: body,
 		Owner: owner})
