@@ -113,11 +113,12 @@
 //	                                    from 16 KiB S2-compressed after the seq: 0x80|version)
 //	s 0 <session> 0 <seq u64>           call id: a session's calls in order                  TTL Retention.CallTTL
 //	r 0 <response id>                   <session> 0 <call id>: chatcmpl-... to call          TTL Retention.CallTTL
+//	                                    (none for a response id made from its call's id, chatcmpl-<call id>
+//	                                    or cmpl-<call id>: the call's own key finds it)
 //	S 0 <session>                       session record (versioned JSON, type Session)
 //	x 0 <state> 0 <since u64 ns> 0 <session>   empty: sessions by state and time entered
 //	                                           (<state>: o open, c committed, r ready, u consumed, d dropped;
 //	                                           m 0 state-index holds the layout version, 2)
-//	                                    (state: o open, c committed, r ready, u consumed, d dropped)
 //	t 0 <task> 0 <session>              empty: sessions by task (GRPO groups)
 //	q 0 <cursor u64>                    ready experience ('z' + zstd-compressed JSON, type Experience)
 //	m 0 cursor | m 0 acked              last assigned cursor, ack watermark

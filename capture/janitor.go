@@ -270,7 +270,7 @@ func (s *Store) respKeyOf(t *tx, callID string, keys *[][]byte) error {
 	if err != nil {
 		return err
 	}
-	if c.ResponseID != "" {
+	if c.ResponseID != "" && !ownResponseID(c) {
 		*keys = append(*keys, respKey(c.ResponseID))
 	}
 	return nil

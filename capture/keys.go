@@ -43,6 +43,27 @@ func key(prefix byte, parts ...string) []byte {
 	return k
 }
 
+// responsePrefixes open the response ids an engine makes from a request id:
+// vLLM answers a call sent with "X-Request-Id: <id>" as chatcmpl-<id>
+// (chat) or cmpl-<id> (completions), and hone sends its call id.
+var responsePrefixes = [...]string{"chatcmpl-", "cmpl-"}
+
+// derivedCallID returns the call id an engine made responseID from, or ""
+// when it has no engine prefix.
+func derivedCallID(responseID string) string {
+	for _, p := range responsePrefixes {
+		if len(responseID) > len(p) && responseID[:len(p)] == p {
+			return responseID[len(p):]
+		}
+	}
+	return ""
+}
+
+// ownResponseID reports whether c's response id was made from its call id:
+// such a call is found by its response id through its own key, and needs no
+// response-id index entry.
+func ownResponseID(c *Call) bool { return c.ResponseID != "" && derivedCallID(c.ResponseID) == c.ID }
+
 func callKey(id string) []byte         { return key(pCall, id) }
 func respKey(id string) []byte         { return key(pResp, id) }
 func sessionKey(id string) []byte      { return key(pSession, id) }

@@ -214,15 +214,11 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 func (t *tx) sessionsOfResponses(msgIDs []string) ([]string, error) {
 	var ids []string
 	for _, m := range msgIDs {
-		b, err := t.read(respKey(m))
+		sid, err := t.sessionOfResponse(m)
 		if err != nil {
 			return nil, err
 		}
-		if b == nil {
-			continue
-		}
-		sid, _, _ := strings.Cut(string(b), "\x00")
-		if !contains(ids, sid) {
+		if sid != "" && !contains(ids, sid) {
 			ids = append(ids, sid)
 		}
 	}
@@ -230,6 +226,34 @@ func (t *tx) sessionsOfResponses(msgIDs []string) ([]string, error) {
 		return nil, fmt.Errorf("none of %d msg_ids is a captured response: %w", len(msgIDs), ErrNotFound)
 	}
 	return ids, nil
+}
+
+// sessionOfResponse returns the session of the call that got response id
+// m, or "" when no captured call did. A response id made from its call's id
+// (ownResponseID) is found through the call's own key, before the index:
+// an index entry, which any agent's X-Request-Id can name, never shadows it.
+func (t *tx) sessionOfResponse(m string) (string, error) {
+	if cid := derivedCallID(m); cid != "" {
+		b, err := t.read(callKey(cid))
+		if err != nil {
+			return "", err
+		}
+		if b != nil {
+			c, err := decodeCall(b)
+			if err != nil {
+				return "", fmt.Errorf("call %s: %w", cid, err)
+			}
+			if c.ResponseID == m {
+				return c.Session, nil
+			}
+		}
+	}
+	b, err := t.read(respKey(m))
+	if err != nil || b == nil {
+		return "", err
+	}
+	sid, _, _ := strings.Cut(string(b), "\x00")
+	return sid, nil
 }
 
 // TrinityCommit commits every open session that has a reward and returns

@@ -450,7 +450,7 @@ func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
 		badger.NewEntry(callKey(c.ID), enc),
 		badger.NewEntry(seqKey(c.Session, c.Seq), []byte(c.ID)),
 	}
-	if c.ResponseID != "" {
+	if c.ResponseID != "" && !ownResponseID(c) {
 		entries = append(entries, badger.NewEntry(respKey(c.ResponseID), []byte(c.Session+"\x00"+c.ID)))
 	}
 	for _, e := range entries {

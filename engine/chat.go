@@ -84,7 +84,7 @@ func (e *Engine) startChat(r *http.Request, req chatRequest, body []byte) (*chat
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	job := &chatJob{req: req, id: randomID("chatcmpl-"), created: time.Now().Unix(), model: e.modelName(req.Model),
+	job := &chatJob{req: req, id: responseID(r, "chatcmpl-"), created: time.Now().Unix(), model: e.modelName(req.Model),
 		prompt: prompt, promptText: promptText, notify: make(chan struct{}, 1)}
 	job.seqs = e.newSeqs(r.Context(), prompt, g, maxTokens, adapter, job.notify)
 	if err := e.submit(r, job.seqs); err != nil {

@@ -18,6 +18,16 @@ func randomID(prefix string) string {
 	return prefix + strings.ReplaceAll(uuid.NewString(), "-", "")
 }
 
+// responseID names an answer as vLLM does: prefix and the request's
+// X-Request-Id when it has one (hone's proxy sends its call id), otherwise
+// a random id.
+func responseID(r *http.Request, prefix string) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		return prefix + id
+	}
+	return randomID(prefix)
+}
+
 // parsePrompts accepts a string, a list of strings, a list of token ids, or
 // a list of token-id lists. Text prompts get the BOS token when the
 // tokenizer has one and special tokens are wanted (vLLM's
@@ -138,7 +148,7 @@ func (e *Engine) startCompletion(r *http.Request, req completionRequest) (*compl
 	if adapter != nil {
 		defer adapter.release()
 	}
-	job := &completionJob{req: req, id: randomID("cmpl-"), created: time.Now().Unix(), prompts: prompts,
+	job := &completionJob{req: req, id: responseID(r, "cmpl-"), created: time.Now().Unix(), prompts: prompts,
 		notify: make(chan struct{}, 1)}
 	for _, p := range prompts {
 		if len(p) == 0 {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -246,3 +248,31 @@ func TestCompletionLogprobsAndTokenIDsFormat(t *testing.T) {
 }
 
 func itoa(id int32) string { b, _ := json.Marshal(id); return string(b) }
+
+// TestResponseIDFromRequestID: as vLLM does, an answer is named after the
+// request's X-Request-Id (hone's proxy sends its call id), chatcmpl-<id> or
+// cmpl-<id>; without one its id is random.
+func TestResponseIDFromRequestID(t *testing.T) {
+	_, srv := newTestEngine(t, DefaultOptions())
+	for _, tc := range []struct{ path, body, reqID, want string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`, "call-7", "chatcmpl-call-7"},
+		{"/v1/completions", `{"prompt":"hi","max_tokens":1}`, "call-8", "cmpl-call-8"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"stream":true}`, "call-9", "chatcmpl-call-9"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("x-request-id", tc.reqID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"id":"`+tc.want+`"`) {
+			t.Errorf("%s with X-Request-Id %s answered %s; want id %s", tc.path, tc.reqID, b, tc.want)
+		}
+	}
+	a, b := postChat(t, srv.URL, map[string]any{"max_tokens": 1}), postChat(t, srv.URL, map[string]any{"max_tokens": 1})
+	if a.ID == b.ID || len(a.ID) != len("chatcmpl-")+32 {
+		t.Fatalf("ids without X-Request-Id: %q and %q, want distinct random ones", a.ID, b.ID)
+	}
+}

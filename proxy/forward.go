@@ -7,11 +7,13 @@ import (
 )
 
 // roundTrip sends body to an engine serving model and returns the engine
-// and its response (headers read, body streaming). A call goes to another
+// and its response (headers read, body streaming). reqID, when set, goes
+// as the request's X-Request-Id unless the agent sent one (see
+// buildUpstreamRequest). A call goes to another
 // engine when the chosen one cannot be reached or answers 5xx, and only then:
 // nothing has reached the agent yet. The caller owns resp and must decrement
 // eng.outstanding when the call ends.
-func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body, uri []byte) (*engine, *fasthttp.Response, *apiError) {
+func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session, reqID string, body, uri []byte) (*engine, *fasthttp.Response, *apiError) {
 	var tried []*engine
 	var lastErr *apiError = errNoEngine
 	for {
@@ -28,7 +30,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body
 		if p := planOf(ctx); p != nil {
 			b, u = p.Upstream(e.url, e.kind, body, uri) // continuity mode tokens: token ids for engines that passed the probe
 		}
-		s.buildUpstreamRequest(req, &ctx.Request, e, b, u)
+		s.buildUpstreamRequest(req, &ctx.Request, e, reqID, b, u)
 		resp := fasthttp.AcquireResponse()
 		e.outstanding.Add(1)
 		err := e.hc.Do(req, resp)
@@ -56,13 +58,20 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session string, body
 }
 
 // buildUpstreamRequest copies the agent's request (headers minus hop-by-hop
-// ones) with a new body and target.
-func (s *Server) buildUpstreamRequest(req, in *fasthttp.Request, e *engine, body, uri []byte) {
+// ones) with a new body and target. A call goes with its hone call id as
+// X-Request-Id when the agent sent none, in any spelling: vLLM names its
+// answer after it (chatcmpl-<call id>), which links the engine's logs to
+// hone's calls and lets capture find the call by the response id the
+// agent saw without an index entry (capture's ownResponseID).
+func (s *Server) buildUpstreamRequest(req, in *fasthttp.Request, e *engine, reqID string, body, uri []byte) {
 	in.Header.CopyTo(&req.Header)
 	// hop-by-hop, Accept-Encoding (hone reads the body; engines rarely
 	// compress anyway), hone's own, and the agent's credentials when the
 	// engine has its own key: in every spelling
 	delFold(&req.Header, s.dropUp)
+	if reqID != "" && !hasFold(&req.Header, requestIDHeader) {
+		req.Header.Set(requestIDHeader, reqID)
+	}
 	req.SetRequestURI(e.url + string(uri))
 	req.Header.SetHost(e.host)
 	if s.opts.Upstream.APIKey != "" {

@@ -39,6 +39,20 @@ func delFold(h *fasthttp.RequestHeader, names []string) {
 	}
 }
 
+// requestIDHeader names a request to the engine; vLLM makes its response
+// id from it.
+const requestIDHeader = "X-Request-Id"
+
+// hasFold reports whether h has name in any spelling.
+func hasFold(h *fasthttp.RequestHeader, name string) bool {
+	for k := range h.All() {
+		if foldEq(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
 func foldEq(k []byte, name string) bool {
 	if len(k) != len(name) {
 		return false

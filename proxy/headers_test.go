@@ -150,3 +150,34 @@ func TestInvalidHoneHeadersIgnored(t *testing.T) {
 	strict := startHone(t, func(o *Options) { o.StrictHeaders = true }, stub)
 	wantOpenAIError(t, post(t, strict.url, "/v1/chat/completions", chatReq(false), map[string]string{"X-Hone-Reward": "NaN"}), 400)
 }
+
+// TestRequestIDToEngine: a call reaches the engine with its hone call id as
+// X-Request-Id, which vLLM names its answer after; an X-Request-Id the agent
+// sent, in any spelling, goes as sent and alone.
+func TestRequestIDToEngine(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	calls := waitCalls(t, h.rec, 1)
+	_, up := stub.lastRequest()
+	if got := up[requestIDHeader]; got != calls[0].ID || !strings.HasPrefix(got, "call-") {
+		t.Fatalf("X-Request-Id %q reached the engine, want the call's id %q", got, calls[0].ID)
+	}
+	for form, name := range spellings(requestIDHeader) {
+		post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{name: "agent-" + form})
+		_, up := stub.lastRequest()
+		var got []string
+		for k, v := range up {
+			if strings.EqualFold(k, requestIDHeader) {
+				got = append(got, k+": "+v)
+			}
+		}
+		if len(got) != 1 || got[0] != name+": agent-"+form {
+			t.Fatalf("%s: the engine got %q, want only the agent's %s: agent-%s", form, got, name, form)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 			ctx.Request.SetBody(body)
 		}
 	}
-	eng, resp, aerr := s.roundTrip(ctx, model, "", ctx.PostBody(), ctx.Request.URI().RequestURI())
+	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {
 		c.failEarly(ctx, aerr)
 		return

@@ -343,7 +343,7 @@ const warningHeader = "X-Hone-Warning"
 // forwardCall sends the call upstream and answers the agent, streaming or not.
 func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 	c.sentAt = time.Now()
-	eng, resp, aerr := s.roundTrip(ctx, c.target, c.verdict.Session, up, c.upPath)
+	eng, resp, aerr := s.roundTrip(ctx, c.target, c.verdict.Session, c.id, up, c.upPath)
 	if aerr != nil {
 		c.failEarly(ctx, aerr)
 		return

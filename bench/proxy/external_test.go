@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 )
 
 func TestCPUListLen(t *testing.T) {
@@ -72,6 +73,29 @@ func TestEchoReply(t *testing.T) {
 		}
 		if gjson.Get(b, "choices.0.logprobs.content.#").Int() != 64 || gjson.Get(b, "choices.0.token_ids.#").Int() != 64 {
 			t.Fatalf("echoReply(%d) lost the answer's tokens", n)
+		}
+	}
+}
+
+// TestSetReply: every reply the stub sends has an id of its own, as vLLM's
+// do, made from the request's X-Request-Id when it has one, and is
+// otherwise the reply it was given.
+func TestSetReply(t *testing.T) {
+	var r fasthttp.Response
+	setReply(&r, chatBody, []byte("call-1"))
+	if id := gjson.GetBytes(r.Body(), "id").String(); id != "chatcmpl-call-1" {
+		t.Fatalf("reply id %q for X-Request-Id call-1, want chatcmpl-call-1", id)
+	}
+	seen := map[string]bool{}
+	for _, body := range []string{chatBody, replyBody(64), echoReply(100)} {
+		setReply(&r, body, nil)
+		id := gjson.GetBytes(r.Body(), "id").String()
+		if len(id) != len("chatcmpl-")+32 || !strings.HasPrefix(id, "chatcmpl-") || seen[id] {
+			t.Fatalf("reply id %q: want chatcmpl- and 32 hex digits, unseen", id)
+		}
+		seen[id] = true
+		if got := strings.Replace(string(r.Body()), id, "chatcmpl-bench", 1); got != body {
+			t.Fatalf("setReply changed more than the id:\n%s\n%s", got, body)
 		}
 	}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -361,30 +364,56 @@ func stubHandler(ctx *fasthttp.RequestCtx) {
 	}
 	if !gjson.GetBytes(ctx.PostBody(), "stream").Bool() {
 		ctx.SetContentType("application/json")
+		body := stubReplyBody
 		if *promptIDs == "echo" {
-			ctx.SetBodyString(echoReply(len(ctx.PostBody()) / 4))
-			return
+			body = echoReply(len(ctx.PostBody()) / 4)
 		}
-		ctx.SetBodyString(stubReplyBody)
+		setReply(&ctx.Response, body, ctx.Request.Header.Peek("X-Request-Id"))
 		return
 	}
 	ctx.SetContentType("text/event-stream")
 	n := *events
+	id := string(responseID(nil, ctx.Request.Header.Peek("X-Request-Id")))
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		for i := 0; i < n; i++ {
 			promptIDs := ""
 			if i == 0 { // as vLLM sends them with return_token_ids (proxy/testdata's streams)
 				promptIDs = `,"prompt_token_ids":[151644,872,198,9707,0,151645,198,151644,77091,198]`
 			}
-			fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]%s}`+"\n\n", nowMicros(), promptIDs)
+			fmt.Fprintf(w, `data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[87]}]%s}`+"\n\n", id, nowMicros(), promptIDs)
 			if w.Flush() != nil {
 				return
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		fmt.Fprintf(w, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":"m","choices":[],"usage":{"prompt_tokens":10,"total_tokens":42,"completion_tokens":32}}`+"\n\ndata: [DONE]\n\n", nowMicros())
+		fmt.Fprintf(w, `data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":"m","choices":[],"usage":{"prompt_tokens":10,"total_tokens":42,"completion_tokens":32}}`+"\n\ndata: [DONE]\n\n", id, nowMicros())
 		w.Flush()
 	})
+}
+
+// replyIDField opens every reply body of the stub; setReply puts a fresh
+// response id in place of its placeholder.
+const replyIDField = `{"id":"chatcmpl-bench"`
+
+// setReply sets body as the response, with a response id of its own as
+// vLLM gives every request (hone finds captured calls by it).
+func setReply(r *fasthttp.Response, body string, reqID []byte) {
+	var id [48]byte
+	r.ResetBody()
+	r.AppendBodyString(`{"id":"`)
+	r.AppendBody(responseID(id[:0], reqID))
+	r.AppendBodyString(body[len(replyIDField)-1:])
+}
+
+// responseID appends a chat answer's id as vLLM makes one to dst:
+// "chatcmpl-" and the request's X-Request-Id, or when it has none a random
+// UUID's 32 hex digits.
+func responseID(dst, reqID []byte) []byte {
+	dst = append(dst, "chatcmpl-"...)
+	if len(reqID) > 0 {
+		return append(dst, reqID...)
+	}
+	return hex.AppendEncode(dst, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, rand.Uint64()), rand.Uint64()))
 }
 
 // fixedPromptIDs are the prompt ids of the stub's answers.
