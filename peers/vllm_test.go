@@ -260,6 +260,15 @@ func checkWire(t *testing.T, v *VLLM, tp *tee, honeURL string, rec *proxy.MemRec
 	if hdr.Get("X-Hone-Call") == "" {
 		t.Errorf("no X-Hone-Call header")
 	}
+	// vLLM names its answer after the X-Request-Id hone sends, the call's
+	// id: what lets capture find a Trinity msg_id without an index entry.
+	prefix := "chatcmpl-"
+	if c.path == "/v1/completions" {
+		prefix = "cmpl-"
+	}
+	if call.ResponseID != prefix+call.ID || !strings.Contains(string(got), `"id":"`+prefix+call.ID+`"`) {
+		t.Errorf("vLLM's answer through hone has id %q (recorded %q), want %s%s", gjson.GetBytes(got, "id"), call.ResponseID, prefix, call.ID)
+	}
 
 	// 1. The client sees vLLM's own answer to its own request.
 	usageInjected := c.stream && !strings.Contains(c.body, `"include_usage":true`)
