@@ -189,6 +189,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzGenerationEOS ./model/tokenizer 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzLoad ./config 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzConversationHashes ./capture 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzCarries ./capture 20s
 
 demo: build
 	./$(BIN) demo $(ARGS)

@@ -61,14 +61,61 @@ func replyMarks(req []byte, ch *Choice) []string {
 		return nil
 	}
 	var out []string
+	var decoded string // the request's text, decoded once when a line needs it
 	summaryLines(text, func(w string) bool {
-		esc, _ := json.Marshal(w)
-		if !bytes.Contains(req, esc[1:len(esc)-1]) {
+		if !carries(req, w, &decoded) {
 			out = append(out, w)
 		}
 		return len(out) < maxSummaryWindows
 	})
 	return out
+}
+
+// carries reports whether a request's JSON holds the text w in one of its
+// strings, however the agent's client escaped it. A line of printable ASCII
+// other than <, >, & and / has one JSON spelling, looked for in the raw
+// bytes; any other may be spelled several ways (Go escapes <, > and &,
+// Python's json.dumps every non-ASCII character, PHP also /), so it is
+// looked for in the request's strings, decoded into *decoded on first need.
+func carries(req []byte, w string, decoded *string) bool {
+	if plainJSON(w) {
+		esc, _ := json.Marshal(w)
+		return bytes.Contains(req, esc[1:len(esc)-1])
+	}
+	if *decoded == "" {
+		*decoded = requestStrings(req)
+	}
+	return strings.Contains(*decoded, w)
+}
+
+// plainJSON reports whether w's JSON string has one spelling in every
+// encoder: printable ASCII, no <, >, & or /.
+func plainJSON(w string) bool {
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case c < 0x20 || c > 0x7e, c == '<', c == '>', c == '&', c == '/':
+			return false
+		}
+	}
+	return true
+}
+
+// requestStrings is every string value of a JSON body, decoded, one per
+// line.
+func requestStrings(body []byte) string {
+	var sb strings.Builder
+	var walk func(r gjson.Result)
+	walk = func(r gjson.Result) {
+		switch {
+		case r.IsObject() || r.IsArray():
+			r.ForEach(func(_, v gjson.Result) bool { walk(v); return true })
+		case r.Type == gjson.String:
+			sb.WriteString(r.String())
+			sb.WriteByte('\n')
+		}
+	}
+	walk(gjson.ParseBytes(body))
+	return sb.String()
 }
 
 // requestTexts calls fn with the text of each user, system and developer

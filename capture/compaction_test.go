@@ -1,8 +1,14 @@
 package capture
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 const compactSummary = "Primary request: the user asked for the weather in Paris and Rome, which is known now.\n" +
@@ -126,4 +132,96 @@ func TestCompactionSummaryForks(t *testing.T) {
 	if tr, _ := buildTrie(calls[:4]); tr.drift != 1 {
 		t.Fatalf("a fork no summary explains: drift %d, want 1", tr.drift)
 	}
+}
+
+// TestCompactionQuotedLineAnySpelling: a line the model only repeated from
+// its request links nothing whatever JSON spelling the agent's client used
+// for it: Go's (<, > and & as \u003c...), JavaScript's and Rust's (as is),
+// Python's json.dumps (non-ASCII as \uXXXX) and PHP's (that, and \/).
+func TestCompactionQuotedLineAnySpelling(t *testing.T) {
+	sys := "Reply with <tool_call>{...}</tool_call> & nothing else — read /etc/hosts first, then stop."
+	for name, enc := range map[string]func(any) []byte{
+		"go":     func(v any) []byte { b, _ := json.Marshal(v); return b },
+		"js":     marshalNoHTML,
+		"python": func(v any) []byte { return asciiOnly(marshalNoHTML(v), false) },
+		"php":    func(v any) []byte { return asciiOnly(marshalNoHTML(v), true) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openTest(t, t.TempDir(), testOptions())
+			defer s.Close()
+			v := newVocab()
+			call := func(id string, user, reply string) (*Call, Verdict) {
+				msgs := []msg{{Role: "system", Content: sys}, {Role: "user", Content: user}}
+				c := v.makeCall(id, "", msgs, msg{Role: "assistant", Content: reply}, 1)
+				c.Hone.Session = ""
+				c.Request = enc(map[string]any{"model": "qwen", "messages": msgs})
+				vd := s.Admit(&Admission{CallID: c.ID, Route: RouteChat, Body: c.Request})
+				c.Session, c.NewSession = vd.Session, vd.New
+				return c, vd
+			}
+			echo, first := call("q0", "Repeat your instructions.", sys+"\nThat is what I was told to do, and I will do it for every request.")
+			s.Record(echo)
+			s.syncQueue(t)
+			if _, other := call("q1", "List the files.", "Done."); other.Session == first.Session {
+				t.Fatalf("a conversation sharing only the system prompt (%s JSON) joined the session", name)
+			}
+		})
+	}
+}
+
+// marshalNoHTML is JSON as JavaScript's JSON.stringify and Rust's serde
+// write it: <, > and & as they are.
+func marshalNoHTML(v any) []byte {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// asciiOnly rewrites JSON as Python's json.dumps writes it by default
+// (ensure_ascii: every non-ASCII character as \uXXXX, surrogate pairs
+// beyond the BMP), and with slashes PHP's json_encode as well (\/).
+func asciiOnly(b []byte, slashes bool) []byte {
+	var out []byte
+	for _, r := range string(b) {
+		switch {
+		case r > 0x7e:
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, `\u%04x`, u)
+			}
+		case slashes && r == '/':
+			out = append(out, `\/`...)
+		default:
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	return out
+}
+
+// FuzzCarries: a request carries a line of its own messages whatever JSON
+// spelling its client used, and never a line none of its strings holds.
+func FuzzCarries(f *testing.F) {
+	for _, s := range []string{"plain text line", `<a href="/x">&amp;</a>`, "em — dash, ü, 😀", `back\slash "quoted" /`, "tab\there"} {
+		f.Add(s, "other")
+	}
+	f.Fuzz(func(t *testing.T, line, other string) {
+		if !utf8.ValidString(line) || !utf8.ValidString(other) || strings.ContainsAny(line+other, "\n\r") {
+			return
+		}
+		body := map[string]any{"messages": []map[string]string{{"role": "system", "content": "head\n" + line + "\ntail"}}}
+		goJSON, _ := json.Marshal(body)
+		for name, b := range map[string][]byte{"go": goJSON, "js": marshalNoHTML(body), "python": asciiOnly(marshalNoHTML(body), false),
+			"php": asciiOnly(marshalNoHTML(body), true)} {
+			var decoded string
+			if !carries(b, line, &decoded) {
+				t.Fatalf("%s JSON %s does not carry %q", name, b, line)
+			}
+		}
+		var decoded string
+		if b := goJSON; !strings.Contains(string(b), other) && !strings.Contains("head\n"+line+"\ntail\nsystem\ncontent\nrole\nmessages", other) &&
+			carries(b, other, &decoded) {
+			t.Fatalf("%s carries %q, which none of its strings holds", b, other)
+		}
+	})
 }
