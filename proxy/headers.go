@@ -22,21 +22,37 @@ var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy
 
 // delFold deletes every spelling of names from h.
 func delFold(h *fasthttp.RequestHeader, names []string) {
-	var found []string
+	var keyBuf [256]byte
+	var foundBuf [8][]byte
+	keys, found := keyBuf[:0], foundBuf[:0]
 	for k := range h.All() {
 		for _, n := range names {
 			if foldEq(k, n) {
-				found = append(found, string(k))
+				keys = append(keys, k...) // k is h's memory, which deleting moves
+				found = append(found, keys[len(keys)-len(k):])
 				break
 			}
 		}
 	}
 	for _, k := range found {
-		h.Del(k)
+		h.DelBytes(k)
 	}
 	for _, n := range names {
-		h.Del(n) // the canonical spelling also clears fasthttp's parsed fields (Content-Length, Connection, ...)
+		if parsedField(n) {
+			h.Del(n) // the canonical spelling also clears the field fasthttp parsed it into
+		}
 	}
+}
+
+// parsedField reports whether fasthttp keeps the request header name in a
+// field of its own, which only a Del of the canonical spelling clears.
+func parsedField(name string) bool {
+	switch name {
+	case fasthttp.HeaderHost, fasthttp.HeaderContentType, fasthttp.HeaderUserAgent, fasthttp.HeaderCookie,
+		fasthttp.HeaderContentLength, fasthttp.HeaderConnection, fasthttp.HeaderTrailer:
+		return true
+	}
+	return false
 }
 
 // requestIDHeader names a request to the engine; vLLM makes its response

@@ -181,3 +181,34 @@ func TestRequestIDToEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestHopHeadersNeverReachEngine: hop-by-hop headers (and Accept-Encoding)
+// stay between the agent and hone in every spelling; the agent's other
+// headers go on as sent.
+func TestHopHeadersNeverReachEngine(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, nil, stub)
+	hop := map[string]string{"Keep-Alive": "timeout=5", "Proxy-Connection": "keep-alive", "Te": "trailers",
+		"Trailer": "X-Checksum", "Upgrade": "h2c", "Accept-Encoding": "gzip"}
+	for form := range spellings("x") {
+		hdr := map[string]string{spellings("X-Custom")[form]: "kept"}
+		for name, v := range hop {
+			hdr[spellings(name)[form]] = v
+		}
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 {
+			t.Fatalf("%s: status %d: %s", form, r.status, r.body)
+		}
+		_, up := stub.lastRequest()
+		for k, v := range up {
+			for name := range hop {
+				if strings.EqualFold(k, name) {
+					t.Errorf("%s: %s: %s reached the engine", form, k, v)
+				}
+			}
+		}
+		if up[spellings("X-Custom")[form]] != "kept" {
+			t.Errorf("%s: the agent's own header did not reach the engine as sent: %v", form, up)
+		}
+	}
+}
