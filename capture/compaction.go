@@ -2,10 +2,11 @@ package capture
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -61,9 +62,9 @@ func replyMarks(req []byte, ch *Choice) []string {
 		return nil
 	}
 	var out []string
-	var decoded string // the request's text, decoded once when a line needs it
+	var strs []string // the request's strings, decoded once when a line needs them
 	summaryLines(text, func(w string) bool {
-		if !carries(req, w, &decoded) {
+		if !carries(req, w, &strs) {
 			out = append(out, w)
 		}
 		return len(out) < maxSummaryWindows
@@ -72,50 +73,81 @@ func replyMarks(req []byte, ch *Choice) []string {
 }
 
 // carries reports whether a request's JSON holds the text w in one of its
-// strings, however the agent's client escaped it. A line of printable ASCII
-// other than <, >, & and / has one JSON spelling, looked for in the raw
-// bytes; any other may be spelled several ways (Go escapes <, > and &,
-// Python's json.dumps every non-ASCII character, PHP also /), so it is
-// looked for in the request's strings, decoded into *decoded on first need.
-func carries(req []byte, w string, decoded *string) bool {
-	if plainJSON(w) {
-		esc, _ := json.Marshal(w)
-		return bytes.Contains(req, esc[1:len(esc)-1])
+// strings, however the agent's client escaped it (Go writes <, > and & as
+// \u003c..., Python's json.dumps every non-ASCII character as \uXXXX, PHP
+// also / as \/; JavaScript and Rust none of them).
+//
+// Printable ASCII other than those and the two JSON escapes (plain) has one
+// spelling, so a w that is all plain is looked for in the raw bytes, and so
+// is one plain run of any other w: missing, w is not there. Otherwise (or
+// when w has no plain byte: CJK text, say) w is looked for in the
+// request's strings, decoded into *strs on first need.
+func carries(req []byte, w string, strs *[]string) bool {
+	run, all := anchorRun(w)
+	if run != "" && !bytes.Contains(req, []byte(run)) {
+		return false
 	}
-	if *decoded == "" {
-		*decoded = requestStrings(req)
+	if all {
+		return true
 	}
-	return strings.Contains(*decoded, w)
-}
-
-// plainJSON reports whether w's JSON string has one spelling in every
-// encoder: printable ASCII, no <, >, & or /.
-func plainJSON(w string) bool {
-	for i := 0; i < len(w); i++ {
-		switch c := w[i]; {
-		case c < 0x20 || c > 0x7e, c == '<', c == '>', c == '&', c == '/':
-			return false
+	if *strs == nil {
+		*strs = requestStrings(req)
+	}
+	for _, s := range *strs {
+		if strings.Contains(s, w) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
-// requestStrings is every string value of a JSON body, decoded, one per
-// line.
-func requestStrings(body []byte) string {
-	var sb strings.Builder
-	var walk func(r gjson.Result)
-	walk = func(r gjson.Result) {
-		switch {
-		case r.IsObject() || r.IsArray():
-			r.ForEach(func(_, v gjson.Result) bool { walk(v); return true })
-		case r.Type == gjson.String:
-			sb.WriteString(r.String())
-			sb.WriteByte('\n')
+// anchorRun returns a run of w's bytes that every JSON encoder spells as
+// they are (printable ASCII but <, >, &, /, \\ and "): the first at least
+// anchorLen long, else the longest; and whether it is all of w. The first
+// is taken because bytes.Index skips ahead by its first byte, and a line's
+// start is usually rarer in a prompt than a word's.
+func anchorRun(w string) (run string, all bool) {
+	start := 0
+	for i := 0; i <= len(w); i++ {
+		if i < len(w) && plainByte(w[i]) {
+			continue
+		}
+		if i-start > len(run) {
+			run = w[start:i]
+			if len(run) >= anchorLen {
+				break
+			}
+		}
+		start = i + 1
+	}
+	return run, len(run) == len(w)
+}
+
+const anchorLen = 16
+
+func plainByte(c byte) bool {
+	return c >= 0x20 && c <= 0x7e && c != '<' && c != '>' && c != '&' && c != '/' && c != '\\' && c != '"'
+}
+
+// requestStrings returns every string value of a JSON body, decoded (views
+// of body where nothing is escaped).
+func requestStrings(body []byte) []string {
+	strs := []string{}
+	w := jsonwalk.New(unsafe.String(unsafe.SliceData(body), len(body)))
+	var walk func()
+	walk = func() {
+		switch w.At() {
+		case '{', '[':
+			w.Each(walk)
+		case '"':
+			raw, _ := w.Value()
+			strs = append(strs, jsonwalk.AsString(raw))
+		default:
+			w.Skip()
 		}
 	}
-	walk(gjson.ParseBytes(body))
-	return sb.String()
+	walk()
+	return strs
 }
 
 // requestTexts calls fn with the text of each user, system and developer

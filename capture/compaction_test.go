@@ -139,14 +139,20 @@ func TestCompactionSummaryForks(t *testing.T) {
 // for it: Go's (<, > and & as \u003c...), JavaScript's and Rust's (as is),
 // Python's json.dumps (non-ASCII as \uXXXX) and PHP's (that, and \/).
 func TestCompactionQuotedLineAnySpelling(t *testing.T) {
-	sys := "Reply with <tool_call>{...}</tool_call> & nothing else — read /etc/hosts first, then stop."
+	for _, sys := range []string{"Reply with <tool_call>{...}</tool_call> & nothing else — read /etc/hosts first, then stop.",
+		"你是一个乐于助人的编程助手，请先阅读代码再回答用户的问题，并且只修改必要的部分。"} {
+		testQuotedLine(t, sys)
+	}
+}
+
+func testQuotedLine(t *testing.T, sys string) {
 	for name, enc := range map[string]func(any) []byte{
 		"go":     func(v any) []byte { b, _ := json.Marshal(v); return b },
 		"js":     marshalNoHTML,
 		"python": func(v any) []byte { return asciiOnly(marshalNoHTML(v), false) },
 		"php":    func(v any) []byte { return asciiOnly(marshalNoHTML(v), true) },
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(name+"/"+sys[:6], func(t *testing.T) {
 			s := openTest(t, t.TempDir(), testOptions())
 			defer s.Close()
 			v := newVocab()
@@ -213,14 +219,14 @@ func FuzzCarries(f *testing.F) {
 		goJSON, _ := json.Marshal(body)
 		for name, b := range map[string][]byte{"go": goJSON, "js": marshalNoHTML(body), "python": asciiOnly(marshalNoHTML(body), false),
 			"php": asciiOnly(marshalNoHTML(body), true)} {
-			var decoded string
-			if !carries(b, line, &decoded) {
+			var strs []string
+			if !carries(b, line, &strs) {
 				t.Fatalf("%s JSON %s does not carry %q", name, b, line)
 			}
 		}
-		var decoded string
+		var strs []string
 		if b := goJSON; !strings.Contains(string(b), other) && !strings.Contains("head\n"+line+"\ntail\nsystem\ncontent\nrole\nmessages", other) &&
-			carries(b, other, &decoded) {
+			carries(b, other, &strs) {
 			t.Fatalf("%s carries %q, which none of its strings holds", b, other)
 		}
 	})

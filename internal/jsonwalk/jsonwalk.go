@@ -424,11 +424,11 @@ func unescapeShort(s string) (_ string, ok bool) {
 	for {
 		i := strings.IndexByte(s, '\\')
 		if i < 0 {
-			return string(append(b, s...)), true
+			return owned(append(b, s...)), true
 		}
 		b = append(b, s[:i]...)
 		if i+1 == len(s) {
-			return string(b), true // a lone backslash at the end: gjson stops there
+			return owned(b), true // a lone backslash at the end: gjson stops there
 		}
 		switch c := s[i+1]; c {
 		case 'n':
@@ -446,11 +446,15 @@ func unescapeShort(s string) (_ string, ok bool) {
 		case 'u':
 			return "", false
 		default:
-			return string(b), true // not an escape: gjson stops there
+			return owned(b), true // not an escape: gjson stops there
 		}
 		s = s[i+2:]
 	}
 }
+
+// owned is b as a string without a copy: b was made here and is never
+// written again.
+func owned(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // AsStr is gjson's Result.Str: a string's contents, "" for other values.
 func AsStr(raw string) string {
