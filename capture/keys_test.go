@@ -44,7 +44,7 @@ func TestResponseIDLookup(t *testing.T) {
 	record := func(id, sess, respID string) {
 		t.Helper()
 		c := v.makeCall(id, sess, prompts[0], replies[0], 1)
-		c.ResponseID = respID
+		c.ResponseID, c.Owner = respID, "key:"+sess
 		s.Record(c)
 		s.syncQueue(t)
 	}
@@ -55,6 +55,9 @@ func TestResponseIDLookup(t *testing.T) {
 	}
 	record("call-c", "sc", "chatcmpl-call-a") // the agent sent X-Request-Id: call-a
 	record("call-d", "sd", "cmpl-call-d")
+	if _, err := s.TrinityFeedback(WithOwner(ctx, "key:sc"), []string{"chatcmpl-call-a"}, -1, "", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("sc's key rewarded the call its X-Request-Id named: %v", err)
+	}
 	for _, tc := range []struct {
 		ids  []string
 		want string
