@@ -102,7 +102,7 @@ func carries(req []byte, w string, strs *[]string) bool {
 }
 
 // anchorRun returns a run of w's bytes that every JSON encoder spells as
-// they are (printable ASCII but <, >, &, /, \\ and "): the first at least
+// they are (printable ASCII but <, >, &, /, \ and "): the first at least
 // anchorLen long, else the longest; and whether it is all of w. The first
 // is taken because bytes.Index skips ahead by its first byte, and a line's
 // start is usually rarer in a prompt than a word's.

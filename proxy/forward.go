@@ -7,12 +7,12 @@ import (
 )
 
 // roundTrip sends body to an engine serving model and returns the engine
-// and its response (headers read, body streaming). reqID, when set, goes
-// as the request's X-Request-Id unless the agent sent one (see
-// buildUpstreamRequest). A call goes to another
-// engine when the chosen one cannot be reached or answers 5xx, and only then:
-// nothing has reached the agent yet. The caller owns resp and must decrement
-// eng.outstanding when the call ends.
+// and its response (headers read, body streaming). reqID, when set, goes as
+// the request's X-Request-Id unless the agent sent one (see
+// buildUpstreamRequest). A call goes to another engine when the chosen one
+// cannot be reached or answers 5xx, and only then: nothing has reached the
+// agent yet. The caller owns resp and must decrement eng.outstanding when
+// the call ends.
 func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session, reqID string, body, uri []byte) (*engine, *fasthttp.Response, *apiError) {
 	var tried []*engine
 	var lastErr *apiError = errNoEngine
