@@ -156,6 +156,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	var ids []string
 	for _, r := range inferredReplies {
+		if !strings.HasPrefix(r.ID, "chatcmpl-call-") { // named after hone's X-Request-Id: found without an index entry
+			t.Fatalf("answer id %q, want chatcmpl-<hone's call id>", r.ID)
+		}
 		ids = append(ids, r.ID)
 	}
 	fb := map[string]any{"msg_ids": ids, "reward": 1.0, "task_id": 3, "run_id": 0}

@@ -80,8 +80,12 @@ func (s *stubEngine) chat(w http.ResponseWriter, r *http.Request) {
 	for i := range lps {
 		lps[i] = map[string]any{"token": "x", "logprob": -0.01 * float64(i+1), "bytes": []int{120}, "top_logprobs": []any{}}
 	}
+	id := fmt.Sprintf("chatcmpl-stub%d", n)
+	if rid := r.Header.Get("X-Request-Id"); rid != "" {
+		id = "chatcmpl-" + rid // as vLLM names an answer
+	}
 	resp := map[string]any{
-		"id": fmt.Sprintf("chatcmpl-stub%d", n), "object": "chat.completion", "created": 1763780000, "model": "stub",
+		"id": id, "object": "chat.completion", "created": 1763780000, "model": "stub",
 		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content, "tool_calls": []any{}},
 			"logprobs": map[string]any{"content": lps}, "finish_reason": "stop", "stop_reason": nil, "token_ids": comp}},
 		"usage":            map[string]any{"prompt_tokens": len(prompt), "completion_tokens": len(comp), "total_tokens": len(prompt) + len(comp)},
