@@ -33,8 +33,8 @@ func TestNewIDOrdered(t *testing.T) {
 // call id (chatcmpl-<call id>) writes no index entry and is found through
 // its own key; one with any other id is found through the index. An index
 // entry naming another call's derived id (an agent's own X-Request-Id)
-// never takes that call's feedback, and deleting sessions leaves no index
-// entry behind.
+// never takes that call's feedback, nor lets that agent's key reward the
+// call it named; deleting sessions leaves no index entry behind.
 func TestResponseIDLookup(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, t.TempDir(), testOptions())
