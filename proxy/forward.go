@@ -65,11 +65,8 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session, reqID strin
 // agent saw without an index entry (capture's ownResponseID).
 func (s *Server) buildUpstreamRequest(req, in *fasthttp.Request, e *engine, reqID string, body, uri []byte) {
 	in.Header.CopyTo(&req.Header)
-	// hop-by-hop, Accept-Encoding (hone reads the body; engines rarely
-	// compress anyway), hone's own, and the agent's credentials when the
-	// engine has its own key: in every spelling
-	delFold(&req.Header, s.dropUp)
-	if reqID != "" && !hasFold(&req.Header, requestIDHeader) {
+	agentsID := delFold(&req.Header, s.dropUp, requestIDHeader)
+	if reqID != "" && !agentsID {
 		req.Header.Set(requestIDHeader, reqID)
 	}
 	req.SetRequestURI(e.url + string(uri))

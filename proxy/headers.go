@@ -20,12 +20,14 @@ import (
 // reaches an engine that has its own engine.api_key.
 var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Cookie"}
 
-// delFold deletes every spelling of names from h.
-func delFold(h *fasthttp.RequestHeader, names []string) {
+// delFold deletes every spelling of names from h and reports whether h has
+// seek (not one of names) in any spelling, from the same pass.
+func delFold(h *fasthttp.RequestHeader, names []string, seek string) (sought bool) {
 	var keyBuf [256]byte
 	var foundBuf [8][]byte
 	keys, found := keyBuf[:0], foundBuf[:0]
 	for k := range h.All() {
+		sought = sought || foldEq(k, seek)
 		for _, n := range names {
 			if foldEq(k, n) {
 				keys = append(keys, k...) // k is h's memory, which deleting moves
@@ -42,6 +44,7 @@ func delFold(h *fasthttp.RequestHeader, names []string) {
 			h.Del(n) // the canonical spelling also clears the field fasthttp parsed it into
 		}
 	}
+	return sought
 }
 
 // parsedField reports whether fasthttp keeps the request header name in a
@@ -59,14 +62,16 @@ func parsedField(name string) bool {
 // id from it.
 const requestIDHeader = "X-Request-Id"
 
-// hasFold reports whether h has name in any spelling.
-func hasFold(h *fasthttp.RequestHeader, name string) bool {
-	for k := range h.All() {
-		if foldEq(k, name) {
-			return true
-		}
+// upstreamDrops are the request headers that never reach an engine, in any
+// spelling: hop-by-hop ones, Accept-Encoding (hone reads the body; engines
+// rarely compress anyway), hone's own, and the agent's credentials when the
+// engine has its own key.
+func upstreamDrops(o *Options) []string {
+	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding"), o.Headers.requestNames()...)
+	if o.Upstream.APIKey != "" {
+		names = append(names, credentialHeaders...)
 	}
-	return false
+	return names
 }
 
 func foldEq(k []byte, name string) bool {

@@ -12,7 +12,7 @@ import (
 // X-Request-Id), and vLLM's response headers copied to the agent's.
 func BenchmarkUpstreamHeaders(b *testing.B) {
 	s := &Server{opts: DefaultOptions()}
-	s.dropUp = append(append(append(s.dropUp, hopHeaders...), "Accept-Encoding"), s.opts.Headers.requestNames()...)
+	s.dropUp = upstreamDrops(&s.opts)
 	var in fasthttp.Request
 	in.Header.DisableNormalizing()
 	for _, kv := range [][2]string{

@@ -78,10 +78,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 			s.rec = continuityRecorder{Recorder: s.rec, k: s.cont}
 		}
 	}
-	s.dropUp = append(append(append(s.dropUp, hopHeaders...), "Accept-Encoding"), opts.Headers.requestNames()...)
-	if opts.Upstream.APIKey != "" {
-		s.dropUp = append(s.dropUp, credentialHeaders...)
-	}
+	s.dropUp = upstreamDrops(&opts)
 	p.onState = func(e *engine, up bool) {
 		s.m.engineUp.WithLabelValues(e.url).Set(b2f(up))
 		if up && s.cont != nil {
