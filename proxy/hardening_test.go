@@ -238,27 +238,42 @@ func TestTranslatedStreamBreaks(t *testing.T) {
 
 // TestFinalChunkKeepsUsageFields: vLLM moves system_fingerprint from the
 // final chunk onto the usage chunk when usage is asked for; an agent that
-// did not ask (hone did) gets the final chunk as vLLM would have sent it.
+// did not ask (hone did) gets every final chunk as vLLM would have sent it,
+// also from an engine that ends its events with CRLF (sse-starlette's
+// default, as llama-cpp-python's server sends them) and with two choices'
+// final chunks held together. An agent that asks for logprobs and token ids
+// itself gets the engine's events unchanged but for the fingerprint.
 func TestFinalChunkKeepsUsageFields(t *testing.T) {
-	stub := newStub(t)
-	stub.answer = func(ctx *fasthttp.RequestCtx) {
-		ctx.SetContentType("text/event-stream")
-		ctx.SetBodyString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":null,"finish_reason":null,"token_ids":[5]}]}` + "\n\n" +
-			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":[]}]}` + "\n\n" +
-			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"system_fingerprint":"vllm-0.32.0-abc"}` + "\n\n" +
-			"data: [DONE]\n\n")
-	}
-	h := startHone(t, nil, stub)
-	r := post(t, h.url, "/v1/chat/completions", chatReq(true), nil)
-	evs := splitEvents(r.body)
-	if len(evs) != 3 {
-		t.Fatalf("%d events, want the two chunks and [DONE]: %s", len(evs), r.body)
-	}
-	final, _ := sse.Data(evs[1])
-	if gjson.GetBytes(final, "system_fingerprint").String() != "vllm-0.32.0-abc" || gjson.GetBytes(final, "usage").Exists() {
-		t.Fatalf("final chunk %s", final)
-	}
-	if c := waitCalls(t, h.rec, 1)[0]; c.Usage.CompletionTokens != 1 || c.Status != capture.StatusOK {
-		t.Fatalf("recorded usage %+v status %s", c.Usage, c.Status)
+	own := []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"stream":true,"logprobs":true,"return_token_ids":true}`)
+	for _, tc := range []struct {
+		sep string
+		req []byte
+	}{{"\n\n", chatReq(true)}, {"\r\n\r\n", chatReq(true)}, {"\n\n", own}, {"\r\n\r\n", own}} {
+		sep := tc.sep
+		stub := newStub(t)
+		stub.answer = func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("text/event-stream")
+			ctx.SetBodyString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":null,"finish_reason":null,"token_ids":[5]}]}` + sep +
+				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":[]}]}` + sep +
+				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"content":""},"logprobs":null,"finish_reason":"length","stop_reason":null,"token_ids":[]}]}` + sep +
+				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"system_fingerprint":"vllm-0.32.0-abc"}` + sep +
+				"data: [DONE]" + sep)
+		}
+		h := startHone(t, nil, stub)
+		r := post(t, h.url, "/v1/chat/completions", tc.req, nil)
+		evs := splitEvents(r.body)
+		if len(evs) != 4 {
+			t.Fatalf("%q: %d events, want the three chunks and [DONE]: %q", sep, len(evs), r.body)
+		}
+		for i, ev := range evs[1:3] {
+			final, _ := sse.Data(ev)
+			if gjson.GetBytes(final, "system_fingerprint").String() != "vllm-0.32.0-abc" || gjson.GetBytes(final, "usage").Exists() ||
+				gjson.GetBytes(final, "choices.0.index").Int() != int64(i) {
+				t.Fatalf("%q: final chunk %d: %q", sep, i, ev)
+			}
+		}
+		if c := waitCalls(t, h.rec, 1)[0]; c.Usage.CompletionTokens != 1 || c.Status != capture.StatusOK {
+			t.Fatalf("%q: recorded usage %+v status %s", sep, c.Usage, c.Status)
+		}
 	}
 }

@@ -60,10 +60,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	}
 	// one event per Read: a translated API's encoder may turn one engine
 	// event into several, and each goes out in its own write
-	ev := b.pending
-	if i := bytes.Index(ev, []byte("\n\n")); i >= 0 {
-		ev = ev[:i+2]
-	}
+	ev, _ := sse.Cut(b.pending)
 	n := copy(p, ev)
 	b.pending = b.pending[n:]
 	b.c.s.m.bytesOut.Add(float64(n))
@@ -129,11 +126,8 @@ func (b *streamBody) release(usage, next []byte) []byte {
 	fp := gjson.GetBytes(usage, "system_fingerprint")
 	out := make([]byte, 0, len(b.held)+len(next)+64)
 	for rest := b.held; len(rest) > 0; {
-		ev := rest
-		if i := bytes.Index(rest, []byte("\n\n")); i >= 0 {
-			ev = rest[:i+2]
-		}
-		rest = rest[len(ev):]
+		var ev []byte
+		ev, rest = sse.Cut(rest)
 		if fp.Exists() && fp.Type != gjson.Null {
 			ev = withFingerprint(ev, fp.Raw)
 		}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hone-rl/hone/proxy/internal/sse"
 
 	"github.com/valyala/fasthttp"
 )
@@ -119,13 +120,9 @@ func replay(t *testing.T, path string, pause time.Duration) func(ctx *fasthttp.R
 func splitEvents(data []byte) [][]byte {
 	var out [][]byte
 	for len(data) > 0 {
-		i := bytes.Index(data, []byte("\n\n"))
-		if i < 0 {
-			out = append(out, data)
-			break
-		}
-		out = append(out, data[:i+2])
-		data = data[i+2:]
+		var ev []byte
+		ev, data = sse.Cut(data)
+		out = append(out, ev)
 	}
 	return out
 }

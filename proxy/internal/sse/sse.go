@@ -49,6 +49,23 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 }
 
+// Cut splits buf, events as Reader returns them laid end to end, after its
+// first event's blank line ("\n" or "\r\n", as Reader reads them). With no
+// blank line, the whole of buf is the event.
+func Cut(buf []byte) (ev, rest []byte) {
+	for i := 0; i < len(buf); {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			break
+		}
+		if line := buf[i : i+j+1]; i > 0 && isBlankLine(line) {
+			return buf[:i+j+1], buf[i+j+1:]
+		}
+		i += j + 1
+	}
+	return buf, nil
+}
+
 func isBlankLine(line []byte) bool {
 	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -47,6 +48,32 @@ func TestReader(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCut splits events laid end to end as Reader splits a stream, LF and
+// CRLF alike.
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		events []string
+	}{
+		{"data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}},
+		{"data: a\r\n\r\ndata: b\r\n\r\n", []string{"data: a\r\n\r\n", "data: b\r\n\r\n"}},
+		{"event: e\r\ndata: a\r\n\r\ndata: b\n\n", []string{"event: e\r\ndata: a\r\n\r\n", "data: b\n\n"}},
+		{"data: a\r\n\ndata: b", []string{"data: a\r\n\n", "data: b"}},
+		{"data: a", []string{"data: a"}},
+		{"", nil},
+	} {
+		var got []string
+		for rest := []byte(tc.in); len(rest) > 0; {
+			var ev []byte
+			ev, rest = Cut(rest)
+			got = append(got, string(ev))
+		}
+		if !slices.Equal(got, tc.events) {
+			t.Errorf("Cut(%q) = %q, want %q", tc.in, got, tc.events)
+		}
 	}
 }
 
