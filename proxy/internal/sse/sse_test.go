@@ -96,7 +96,8 @@ func TestData(t *testing.T) {
 }
 
 // FuzzReader: the events add up to the input, less the blank lines the
-// reader may skip between events; Data never panics on them.
+// reader may skip between events; Data never panics on them; Cut splits
+// them, laid end to end, back into the same events.
 func FuzzReader(f *testing.F) {
 	for _, s := range []string{
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"token_ids\":[1]}]}\n\ndata: [DONE]\n\n",
@@ -114,9 +115,13 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := NewReader(bytes.NewReader(in))
 		var got []byte
+		var events []string
 		for {
 			ev, err := r.Next()
 			got = append(got, ev...)
+			if len(ev) > 0 {
+				events = append(events, string(ev))
+			}
 			Data(ev)
 			if err != nil {
 				if err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -127,6 +132,15 @@ func FuzzReader(f *testing.F) {
 		}
 		if !bytes.Equal(stripBlankRuns(got), stripBlankRuns(in)) {
 			t.Fatalf("events %q do not add up to input %q", got, in)
+		}
+		var cut []string
+		for rest := got; len(rest) > 0; {
+			var ev []byte
+			ev, rest = Cut(rest)
+			cut = append(cut, string(ev))
+		}
+		if !slices.Equal(cut, events) {
+			t.Fatalf("Cut split %q into %q, the reader into %q", got, cut, events)
 		}
 	})
 }
