@@ -2,7 +2,9 @@
 // instead, measured in the same run: the load generator straight to the stub
 // engine (direct), nginx and HAProxy (Debian packages, started here with a
 // generated configuration; skipped with a message when not installed), and
-// hone with capture off, capture on, and the shipped binary (hone serve). The
+// a bare fasthttp reverse proxy (the floor of a proxy built on hone's HTTP
+// library), and hone with capture off, capture on, and the shipped binary
+// (hone serve). The
 // stub replays a vLLM-format chat response (and an SSE stream whose events
 // carry their send time, for per-event added latency). The stub, each proxy
 // and the load generator run in separate processes (see roles.go and
@@ -10,11 +12,10 @@
 // target in turn; the tables give medians over the rounds and a summary gives
 // hone's figures as ratios of nginx's (issue 25's acceptance).
 //
-//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,nginx,haproxy,hone,hone-capture,hone-serve]
+//	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,nginx,haproxy,fasthttp,hone,hone-capture,hone-serve]
 //
-// More targets for -targets: relay (a TCP relay, the floor of any proxy),
-// fasthttp (a bare fasthttp reverse proxy) and httputil (Go's
-// httputil.ReverseProxy).
+// More targets for -targets: relay (a TCP relay, the floor of any proxy) and
+// httputil (Go's httputil.ReverseProxy).
 //
 // Experiment knobs, read by the server processes: HONE_BENCH_CPUPROFILE,
 // HONE_BENCH_MEMPROFILE and HONE_BENCH_TRACE (file prefixes; the role is
@@ -59,7 +60,7 @@ var (
 	promptIDs   = flag.String("prompt-ids", "fixed", "prompt token ids in the stub's non-streamed answers: fixed (10) or echo (one per 4 bytes of the request, as vLLM returns a long prompt's ids when asked)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
-	targetsFlag = flag.String("targets", "direct,nginx,haproxy,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it); also relay, fasthttp, httputil")
+	targetsFlag = flag.String("targets", "direct,nginx,haproxy,fasthttp,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it); also relay, httputil")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
 	sections    = flag.String("sections", "open,closed,stream", "measurements to run")
