@@ -241,7 +241,8 @@ func TestTranslatedStreamBreaks(t *testing.T) {
 // did not ask (hone did) gets every final chunk as vLLM would have sent it,
 // also from an engine that ends its events with CRLF (sse-starlette's
 // default, as llama-cpp-python's server sends them) and with two choices'
-// final chunks held together. An agent that asks for logprobs and token ids
+// final chunks held together, and a keep-alive comment between the final
+// chunks and the usage chunk stays behind them. An agent that asks for logprobs and token ids
 // itself gets the engine's events unchanged but for the fingerprint.
 func TestFinalChunkKeepsUsageFields(t *testing.T) {
 	own := []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"stream":true,"logprobs":true,"return_token_ids":true}`)
@@ -256,14 +257,15 @@ func TestFinalChunkKeepsUsageFields(t *testing.T) {
 			ctx.SetBodyString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":null,"finish_reason":null,"token_ids":[5]}]}` + sep +
 				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":[]}]}` + sep +
 				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"content":""},"logprobs":null,"finish_reason":"length","stop_reason":null,"token_ids":[]}]}` + sep +
+				": ping" + sep +
 				`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"system_fingerprint":"vllm-0.32.0-abc"}` + sep +
 				"data: [DONE]" + sep)
 		}
 		h := startHone(t, nil, stub)
 		r := post(t, h.url, "/v1/chat/completions", tc.req, nil)
 		evs := splitEvents(r.body)
-		if len(evs) != 4 {
-			t.Fatalf("%q: %d events, want the three chunks and [DONE]: %q", sep, len(evs), r.body)
+		if len(evs) != 5 || !strings.HasPrefix(string(evs[3]), ": ping") {
+			t.Fatalf("%q: %d events, want the three chunks, the ping and [DONE]: %q", sep, len(evs), r.body)
 		}
 		for i, ev := range evs[1:3] {
 			final, _ := sse.Data(ev)

@@ -39,6 +39,10 @@ func (native) whole(_ *fasthttp.RequestCtx, c *call, body []byte, scratch *[]byt
 
 func (native) event(b *streamBody, ev, data []byte, isData bool) []byte {
 	c := b.c
+	if !isData && len(b.held) > 0 && !b.sawDone {
+		b.held = append(b.held, ev...) // a comment (a keep-alive ping) keeps its place behind the held chunks
+		return nil
+	}
 	if !c.verdict.Capture || !isData || b.sawDone {
 		return b.release(nil, ev)
 	}
