@@ -24,29 +24,31 @@ func (l serverLog) Printf(format string, args ...any) {
 // spelt as a header ("X-Api-Key sk-…", "Authorization\tBearer sk-…", a query
 // string, a folded line): it cuts the bytes wherever fasthttp quotes them.
 //
-// Every error of fasthttp v1.70 (header.go, headerscanner.go, http.go,
+// Every error of fasthttp v1.78 (header.go, headerscanner.go, http.go,
 // uri.go, bytesconv.go, server.go, workerpool.go) and of the standard
 // library's parsers it calls (net/textproto, mime/multipart) that carries
 // request bytes carries them as Go-quoted strings (%q). SecureErrorLogMessage,
 // which the data plane sets, drops only those marked (s); the others quote
 // the request whatever it says:
 //
-//	error when reading request headers: <cause>. Buffer size=N[, contents: %q | %q...%q] (s)
+//	error when reading request headers: <cause>: buffer size=N[, contents: %q | %q...%q] (s)
 //	cannot find http request method in %q (s), unsupported http request method %q in %q (s)
 //	cannot find whitespace in the first line of request %q
-//	unsupported HTTP version %q[ in %q (s)]
-//	requestURI cannot be empty in %q (s)
-//	invalid requestURI %q[ in %q: … (s)]
+//	unsupported http version %q[ in %q (s)]
+//	request uri cannot be empty in %q (s)
+//	invalid request uri %q[ in %q: … (s)]
 //	invalid header key %q, invalid header value %q
-//	unsupported Transfer-Encoding: %q (s)
+//	forbidden trailer key %q, invalid trailer value %q
+//	unsupported transfer-encoding: %q (s)
 //	invalid headers, headers cannot start with space or tab (no bytes)
 //	malformed MIME header line: %q, malformed MIME header: missing colon: %q
 //	malformed MIME header initial line: %q (multipart bodies)
 //	multipart: expecting a new Part; got line %q, multipart: unexpected line in Next(): %q
 //	invalid scheme %q, invalid host %q[ with multiple port delimiters], invalid port %q after host
-//	cannot find dot in ipStr %q, cannot parse ipStr %q: …
-//	invalid character %q after chunk size, unexpected char %q at the end of chunk size. Expected %q
-//	non-zero body for non-POST request. body=%q (s; client side)
+//	cannot find dot in ip string %q, cannot parse ip string %q: …
+//	invalid character %q after chunk size, unexpected char %q at the end of chunk size: expected %q
+//	non-zero body for non-post request: body=%q (s; client side)
+//	invalid response status code %q: response %q (client side)
 //	error when serving connection %q<->%q: <error> (the local and remote addresses)
 //
 // and RequestCtx.Logger prefixes its lines with the method and full URI
@@ -102,8 +104,8 @@ var (
 	goQuoted = regexp.MustCompile(`(?s)"(?:[^"\\]|\\.)*"`)
 	// a Go-quoted rune: %q of a request byte in the chunked body's errors
 	// ("invalid character %q after chunk size", "unexpected char %q at the
-	// end of chunk size. Expected %q")
-	goRune = regexp.MustCompile(`\b(char(?:acter)? |Expected )'(?:[^'\\\x00-\x1f]|\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{3}|[abfnrtv\\'"]))'`)
+	// end of chunk size: expected %q"; "Expected" before fasthttp 1.78)
+	goRune = regexp.MustCompile(`\b(char(?:acter)? |[Ee]xpected )'(?:[^'\\\x00-\x1f]|\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{3}|[abfnrtv\\'"]))'`)
 	// RequestCtx.String in RequestCtx.Logger's lines: what follows the
 	// addresses is the method and the full URI, unquoted
 	ctxLoggerPrefix = regexp.MustCompile(`#[0-9A-F]{16} - [^ ]*<->[^ ]* - `)
@@ -111,14 +113,18 @@ var (
 	// quotes too. No token of eight letters or digits fits in one.
 	address = regexp.MustCompile(`^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$`)
 
-	// parse errors followed by request bytes (quoted today)
+	// parse errors followed by request bytes (quoted today), matched in any
+	// case: fasthttp 1.70 wrote "unsupported HTTP version", 1.78 writes
+	// "unsupported http version"
 	payloadPrefixes = []string{
 		"request method in ", "unsupported http request method ", "first line of request ",
-		"unsupported HTTP version ", "requestURI cannot be empty in ", "invalid requestURI ",
-		"invalid header key ", "invalid header value ", "unsupported Transfer-Encoding: ",
-		"malformed MIME header line: ", "missing colon: ", "malformed MIME header initial line: ",
-		"got line ", "unexpected line in Next(): ", "invalid scheme ", "invalid host ", "invalid port ",
-		"ipStr ", "invalid character ", "unexpected char ", "body=",
+		"unsupported http version ", "requesturi cannot be empty in ", "request uri cannot be empty in ",
+		"invalid requesturi ", "invalid request uri ", "invalid header key ", "invalid header value ",
+		"unsupported transfer-encoding: ", "forbidden trailer key ", "invalid trailer value ",
+		"invalid response status code ", ": response ",
+		"malformed mime header line: ", "missing colon: ", "malformed mime header initial line: ",
+		"got line ", "unexpected line in next(): ", "invalid scheme ", "invalid host ", "invalid port ",
+		"ipstr ", "ip string ", "invalid character ", "unexpected char ", "body=",
 	}
 
 	// second layer: a credential header however it is separated from its
@@ -166,9 +172,10 @@ func cutRaw(s string) string {
 // cutAfterPrefixes cuts the message after a parse-error prefix whose
 // request bytes are not an omitted string.
 func cutAfterPrefixes(s string) string {
+	lower := asciiLower(s)
 	for _, p := range payloadPrefixes {
 		for from := 0; ; {
-			i := strings.Index(s[from:], p)
+			i := strings.Index(lower[from:], p)
 			if i < 0 {
 				break
 			}
@@ -183,4 +190,15 @@ func cutAfterPrefixes(s string) string {
 		}
 	}
 	return s
+}
+
+// asciiLower lowercases s's ASCII letters only, so that its offsets are s's.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

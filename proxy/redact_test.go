@@ -158,6 +158,7 @@ func TestRedactSpellings(t *testing.T) {
 		{fmt.Sprintf("invalid port %q after host", ":"+s), "invalid port"},
 		{fmt.Sprintf("multipart: NextPart: malformed MIME header line: %q", "X-Api-Key "+s), "malformed MIME header line"},
 		{fmt.Sprintf("unexpected char %q at the end of chunk size. Expected %q", 'x', '\n'), "at the end of chunk size"},
+		{fmt.Sprintf("unexpected char %q at the end of chunk size: expected %q", 'x', '\n'), "at the end of chunk size"},
 		// escapes, quotes and backslashes inside the quoted bytes
 		{fmt.Sprintf("invalid header key %q", `X-"Api"\Key `+s+"\"\\\x01\u2028\xff"), "invalid header key"},
 		// unquoted request bytes: a future fasthttp, RequestCtx.Logger
@@ -165,6 +166,17 @@ func TestRedactSpellings(t *testing.T) {
 		{"malformed MIME header: missing colon: Authorization\tBearer " + s + ". Buffer size=9", "missing colon"},
 		{"0.001 #0000000100000002 - 127.0.0.1:8080<->127.0.0.1:4444 - GET http://h/v1/models?key=" + s + " - oops", "127.0.0.1:4444"},
 		{"something went wrong: \"Authorization Bearer " + s, "something went wrong"},
+		// fasthttp 1.78's spellings of the same errors, should they lose their quotes
+		{"error when reading request headers: invalid request uri /v1/" + s + ": buffer size=9", "invalid request uri"},
+		{"request uri cannot be empty in GET " + s, "request uri cannot be empty"},
+		{"unsupported http version HTTP/" + s, "unsupported http version"},
+		{"unsupported http request method " + s, "unsupported http request method"},
+		{"unsupported transfer-encoding: " + s, "unsupported transfer-encoding"},
+		{"malformed mime header line: " + s, "malformed mime header line"},
+		{"forbidden trailer key " + s, "forbidden trailer key"},
+		{"invalid trailer value " + s, "invalid trailer value"},
+		{"invalid response status code 2" + s + ": response HTTP/1.1 2" + s, "invalid response status code"},
+		{"non-zero body for non-post request: body=" + s, "non-zero body"},
 		{"raw bytes: GET / HTTP/1.1\r\nX-Api-Key " + s, "raw bytes"},
 		{"raw bytes: \xff" + s, "raw bytes"},
 		// the old regexes stay as a second layer
