@@ -64,7 +64,7 @@ class FirstStepCallsTool(MiddlewareBase):
 
 class StrictToolsModel(OpenAIChatModel):
     """AgentScope's OpenAIChatModel with its tools marked "strict" (OpenAI's
-    flag for schema-exact arguments). AgentScope 2.0.4 never sends it, and
+    flag for schema-exact arguments). AgentScope 2.0.4 to 2.0.11 never send it, and
     without it vLLM 0.32 answered the forced call of this random model with
     arguments '"{"' (a JSON string, not the parameters' object): the agent
     then ran no tool."""
