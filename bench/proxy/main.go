@@ -1,16 +1,16 @@
 // Command proxy benchmarks hone's data plane beside what a user would deploy
 // instead, measured in the same run: the load generator straight to the stub
 // engine (direct), nginx and HAProxy (Debian packages, started here with a
-// generated configuration; skipped with a message when not installed), and
-// a bare fasthttp reverse proxy (the floor of a proxy built on hone's HTTP
+// generated configuration; skipped with a message when not installed), a
+// bare fasthttp reverse proxy (the floor of a proxy built on hone's HTTP
 // library), and hone with capture off, capture on, and the shipped binary
-// (hone serve). The
-// stub replays a vLLM-format chat response (and an SSE stream whose events
-// carry their send time, for per-event added latency). The stub, each proxy
-// and the load generator run in separate processes (see roles.go and
-// external.go). Targets are interleaved: each of -count rounds measures every
-// target in turn; the tables give medians over the rounds and a summary gives
-// hone's figures as ratios of nginx's (issue 25's acceptance).
+// (hone serve). The stub replays a vLLM-format chat response (and an SSE
+// stream whose events carry their send time, for per-event added latency).
+// The stub, each proxy and the load generator run in separate processes
+// (see roles.go and external.go). Targets are interleaved: each of -count
+// rounds measures every target in turn; the tables give medians over the
+// rounds and a summary gives hone's figures as ratios of nginx's (issue 25's
+// acceptance).
 //
 //	go run ./bench/proxy [-duration 3s] [-rates 1000,5000] [-count 5] [-targets direct,nginx,haproxy,fasthttp,hone,hone-capture,hone-serve]
 //
