@@ -111,9 +111,21 @@ func nameKeys(err error, src []byte) error {
 		if !ok {
 			return m
 		}
-		return fmt.Sprintf("line %d (key %s): ", n, strings.TrimPrefix(key, "- "))
+		return fmt.Sprintf("line %d (key %s): ", n, keyName(strings.TrimPrefix(key, "- ")))
 	})
 	return errors.New(msg)
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// keyName is a key as an error names it: bare when it is a plain name
+// ("proxy.lisen"), Go-quoted otherwise, so a key holding spaces, brackets or
+// nothing at all still reads as one key.
+func keyName(key string) string {
+	if plainKey.MatchString(key) {
+		return key
+	}
+	return strconv.Quote(key)
 }
 
 // keyAt is the key of line i, or for a value on a line of its own (a key's

@@ -100,7 +100,7 @@ func knownKeyPaths(t testing.TB) []string {
 }
 
 var (
-	yamlKeyRef = regexp.MustCompile(`line \d+ \(key [^)]*\): |unknown key \S`)
+	yamlKeyRef = regexp.MustCompile(`line \d+ \(key ([A-Za-z0-9_.-]+|"([^"\\]|\\.)*")\): |unknown key \S`)
 	yamlLine   = regexp.MustCompile(`line \d+`)
 )
 

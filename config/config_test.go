@@ -28,7 +28,8 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}{
 		{"unknown top-level key", "listen_addr: :9000\n", nil, "listen_addr"},
 		{"unknown nested key", "proxy:\n  lisen: :9000\n", nil, "lisen"},
-		{"wrong type", "proxy:\n  max_body_bytes: lots\n", nil, "max_body_bytes"},
+		{"wrong type", "proxy:\n  max_body_bytes: lots\n", nil, "line 2 (key max_body_bytes): "},
+		{"key with brackets and spaces quoted", ")0 0: 1\n", nil, `line 1 (key ")0 0"): `},
 		{"bad duration", "engine:\n  timeouts:\n    idle: soon\n", nil, "soon"},
 		{"bad env value", "", []string{"HONE_SELECTION_SAMPLE_RATE=half"}, "HONE_SELECTION_SAMPLE_RATE"},
 		{"bad env duration", "", []string{"HONE_ENGINE_TIMEOUTS_IDLE=5"}, "HONE_ENGINE_TIMEOUTS_IDLE"},
