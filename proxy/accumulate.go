@@ -32,9 +32,14 @@ type accumulator struct {
 	lps       capture.Choice // the logprobs of the choice being walked (addChoice)
 	injected  []injected     // positions in the last body added
 	usageOnly bool           // the last chunk had empty choices and a usage object
-	finished  bool           // the last chunk added ended a choice (finish_reason set)
-	bad       bool           // a body or chunk was not a JSON object
-	sawChoice bool           // a body or chunk had a choices array
+	// emptyDeltas: the last chunk had a choices array whose every choice
+	// has an empty delta ({}) and no finish_reason, and no usage: in the
+	// chat dialect, a chunk vLLM sends only for the logprobs or token ids
+	// hone asked for (chatAPI.silentChunk).
+	emptyDeltas bool
+	finished    bool // the last chunk added ended a choice (finish_reason set)
+	bad         bool // a body or chunk was not a JSON object
+	sawChoice   bool // a body or chunk had a choices array
 }
 
 // complete reports whether what was added reads as a completion: every
@@ -79,7 +84,7 @@ func (a *accumulator) addBody(body []byte) {
 }
 
 func (a *accumulator) add(body string, delta bool) {
-	a.injected, a.finished = a.injected[:0], false
+	a.injected, a.finished, a.emptyDeltas = a.injected[:0], false, false
 	// The walk folds the body in as it validates it. While nothing the walk
 	// changes in place holds anything yet (a body, a stream's first
 	// chunks), a body that turns out not to be JSON is undone by restoring
@@ -92,7 +97,7 @@ func (a *accumulator) add(body string, delta bool) {
 		a.bad, a.usageOnly = true, false
 		return
 	}
-	nChoices, hasUsage := 0, false
+	nChoices, hasUsage, usageJSON, choicesArray, allEmpty := 0, false, false, false, true
 	w := jsonwalk.New(body)
 	if w.At() != '{' {
 		a.bad, a.usageOnly = true, false
@@ -130,6 +135,7 @@ func (a *accumulator) add(body string, delta bool) {
 			}
 		case "usage":
 			raw, _ := w.Value()
+			usageJSON = isObject(raw) || isArray(raw)
 			if isObject(raw) {
 				hasUsage = true
 				v := gjson.Parse(raw)
@@ -137,10 +143,11 @@ func (a *accumulator) add(body string, delta bool) {
 					CompletionTokens: int(v.Get("completion_tokens").Int()), TotalTokens: int(v.Get("total_tokens").Int())}
 			}
 		case "choices":
-			a.sawChoice = a.sawChoice || w.At() == '['
+			choicesArray = w.At() == '['
+			a.sawChoice = a.sawChoice || choicesArray
 			w.Each(func() {
 				nChoices++
-				a.addChoice(&w, delta)
+				allEmpty = a.addChoice(&w, delta) && allEmpty
 			})
 		default:
 			w.Skip()
@@ -155,6 +162,7 @@ func (a *accumulator) add(body string, delta bool) {
 		return
 	}
 	a.usageOnly = nChoices == 0 && hasUsage
+	a.emptyDeltas = choicesArray && nChoices > 0 && allEmpty && !usageJSON
 }
 
 func (a *accumulator) note(at int, raw string, kind uint8) {
@@ -175,9 +183,11 @@ type span struct {
 // logprobs, the bulk of an answer, are read during that walk into
 // a.lps as if token_ids followed (the engine's order), and read again from
 // their span only when no token_ids came (their tokens then carry the ids).
-func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
+// It reports whether the choice is an object whose delta is {} and that
+// does not finish (accumulator.emptyDeltas).
+func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) (emptyDelta bool) {
 	var ids, lp, msg, prompt span
-	text, finish, index := "", "", 0
+	text, finish, index, deltaRaw := "", "", 0, ""
 	if w.At() != '{' {
 		w.Skip() // a choice that is not an object folds in as an empty one
 	} else {
@@ -205,13 +215,16 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 				prompt = v
 			case "message", "delta":
 				msg = v
+				if key == "delta" {
+					deltaRaw = v.raw
+				}
 			case "text":
 				text = jsonwalk.AsString(v.raw)
 			}
 		}
 	}
 	if w.Bad() {
-		return
+		return false
 	}
 	ch := a.choice(index)
 	if isString(finish) {
@@ -241,6 +254,7 @@ func (a *accumulator) addChoice(w *jsonwalk.Walker, delta bool) {
 		a.note(lp.at, lp.raw, injLogprobs)
 	}
 	a.dialect.addOutput(ch, &a.texts, text, msg.raw, delta)
+	return deltaRaw == "{}" && !isString(finish)
 }
 
 // walkLogprobs reads the logprobs value at the walk's position into a.lps

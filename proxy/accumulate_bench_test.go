@@ -107,7 +107,7 @@ func BenchmarkAccumulateChunk(b *testing.B) {
 	var out []byte
 	for b.Loop() {
 		a.addChunk(chunk)
-		_ = chatAPI{}.silentChunk(chunk)
+		_ = chatAPI{}.silentChunk(&a)
 		out = stripInto(out[:0], chunk, a.injected, asked{})
 	}
 }

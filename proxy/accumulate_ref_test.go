@@ -12,8 +12,8 @@ import (
 // FuzzAccumulateWalk holds the single-pass walk (accumulate.go) to.
 
 func (a *accumulator) addRef(body string, delta bool) {
-	a.injected, a.finished = a.injected[:0], false
-	nChoices, hasUsage := 0, false
+	a.injected, a.finished, a.emptyDeltas = a.injected[:0], false, false
+	nChoices, hasUsage, usageJSON, choicesArray, allEmpty := 0, false, false, false, true
 	if !gjson.Valid(body) || !gjson.Parse(body).IsObject() {
 		a.bad, a.usageOnly = true, false
 		return
@@ -41,30 +41,33 @@ func (a *accumulator) addRef(body string, delta bool) {
 				a.noteRef(v, injPromptIDs)
 			}
 		case "usage":
+			usageJSON = v.Type == gjson.JSON
 			if v.IsObject() {
 				hasUsage = true
 				a.usage = capture.Usage{PromptTokens: int(v.Get("prompt_tokens").Int()),
 					CompletionTokens: int(v.Get("completion_tokens").Int()), TotalTokens: int(v.Get("total_tokens").Int())}
 			}
 		case "choices":
-			a.sawChoice = a.sawChoice || v.IsArray()
+			choicesArray = v.IsArray()
+			a.sawChoice = a.sawChoice || choicesArray
 			v.ForEach(func(_, c gjson.Result) bool {
 				nChoices++
-				a.addChoiceRef(c, delta)
+				allEmpty = a.addChoiceRef(c, delta) && allEmpty
 				return true
 			})
 		}
 		return true
 	})
 	a.usageOnly = nChoices == 0 && hasUsage
+	a.emptyDeltas = choicesArray && nChoices > 0 && allEmpty && !usageJSON
 }
 
 func (a *accumulator) noteRef(v gjson.Result, kind uint8) {
 	a.injected = append(a.injected, injected{v.Index, v.Index + len(v.Raw), kind})
 }
 
-func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) {
-	var ids, lp, msg, prompt gjson.Result
+func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) (emptyDelta bool) {
+	var ids, lp, msg, prompt, d gjson.Result
 	text, finish, index := "", gjson.Result{}, 0
 	c.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -80,6 +83,9 @@ func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) {
 			lp = v
 		case "message", "delta":
 			msg = v
+			if k.Str == "delta" {
+				d = v
+			}
 		case "text":
 			text = v.String()
 		}
@@ -102,6 +108,7 @@ func (a *accumulator) addChoiceRef(c gjson.Result, delta bool) {
 		a.noteRef(lp, injLogprobs)
 	}
 	refAddOutput(a.dialect, ch, text, msg, delta)
+	return c.IsObject() && d.Raw == "{}" && finish.Type != gjson.String
 }
 
 func refAppendIDs(dst []int32, arr gjson.Result) []int32 {

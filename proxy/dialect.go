@@ -38,9 +38,10 @@ type dialect interface {
 	// withTokens). The values are read as gjson's Result.ForEach and Get
 	// would read them (accumulate_ref_test.go).
 	addLogprobs(ch *capture.Choice, lp *jsonwalk.Walker, withTokens bool, tok func(*capture.Choice, string))
-	// silentChunk reports whether a stream chunk the agent did not ask
-	// logprobs or token ids for carries nothing else for it.
-	silentChunk(data []byte) bool
+	// silentChunk reports whether the stream chunk a has just folded in
+	// (the agent did not ask logprobs or token ids for it) carries
+	// nothing else for the agent.
+	silentChunk(a *accumulator) bool
 	// answer is the object type and choice of an answer rebuilt from the
 	// capture.
 	answer() string

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/internal/jsonwalk"
@@ -130,19 +129,8 @@ func vllmLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok fu
 
 // silentChunk: vLLM sends a chunk with nothing in its delta (a token its
 // reasoning or tool parser consumed) only to carry the logprobs or token
-// ids hone asked for.
-func (chatAPI) silentChunk(data []byte) bool {
-	chs := gjson.GetBytes(data, "choices").Array()
-	if len(chs) == 0 || gjson.GetBytes(data, "usage").Type == gjson.JSON {
-		return false
-	}
-	for _, ch := range chs {
-		if d := ch.Get("delta"); !d.IsObject() || strings.TrimSpace(d.Raw) != "{}" || ch.Get("finish_reason").Type == gjson.String {
-			return false
-		}
-	}
-	return true
-}
+// ids hone asked for. The accumulator's walk of the chunk noted it.
+func (chatAPI) silentChunk(a *accumulator) bool { return a.emptyDeltas }
 
 func (chatAPI) answerChoice(c capture.Choice) aggChoice {
 	m := &aggMessage{Role: "assistant", Content: c.Content, Reasoning: c.Reasoning}

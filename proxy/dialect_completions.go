@@ -20,7 +20,7 @@ func (completionsAPI) askedLogprobs(v gjson.Result) bool { return v.Type == gjso
 func (completionsAPI) logprobsField() (any, string)      { return 0, `"logprobs":0` }
 func (completionsAPI) answer() string                    { return "text_completion" }
 func (completionsAPI) rendersChat() bool                 { return false }
-func (completionsAPI) silentChunk([]byte) bool           { return false }
+func (completionsAPI) silentChunk(*accumulator) bool     { return false }
 
 func (completionsAPI) addOutput(ch *capture.Choice, t *texts, text string, _ string, delta bool) {
 	t.set(&ch.Content, text, delta)

@@ -19,7 +19,7 @@ func (passthroughAPI) askedLogprobs(gjson.Result) bool                         {
 func (passthroughAPI) logprobsField() (any, string)                            { return nil, "" }
 func (passthroughAPI) answer() string                                          { return "" }
 func (passthroughAPI) rendersChat() bool                                       { return false }
-func (passthroughAPI) silentChunk([]byte) bool                                 { return false }
+func (passthroughAPI) silentChunk(*accumulator) bool                           { return false }
 func (passthroughAPI) addOutput(*capture.Choice, *texts, string, string, bool) {}
 func (passthroughAPI) addLogprobs(_ *capture.Choice, lp *jsonwalk.Walker, _ bool, _ func(*capture.Choice, string)) {
 	lp.Skip()

@@ -25,8 +25,8 @@ func accState(a *accumulator) string {
 		}
 		return int(x.kind) - int(y.kind)
 	})
-	return fmt.Sprintf("id=%q model=%q created=%d prompt=%v usage=%+v fromTokens=%v usageOnly=%v finished=%v bad=%v saw=%v injected=%v\nchoices=%+v",
-		a.id, a.model, a.created, a.promptIDs, a.usage, a.fromTokens, a.usageOnly, a.finished, a.bad, a.sawChoice, inj, a.choices)
+	return fmt.Sprintf("id=%q model=%q created=%d prompt=%v usage=%+v fromTokens=%v usageOnly=%v emptyDeltas=%v finished=%v bad=%v saw=%v injected=%v\nchoices=%+v",
+		a.id, a.model, a.created, a.promptIDs, a.usage, a.fromTokens, a.usageOnly, a.emptyDeltas, a.finished, a.bad, a.sawChoice, inj, a.choices)
 }
 
 // FuzzAccumulateWalk: the single-pass walk folds any body, and any stream

@@ -51,7 +51,7 @@ func (native) event(b *streamBody, ev, data []byte, isData bool) []byte {
 		return b.release(data, nil) // the usage chunk hone asked for is dropped
 	}
 	out := ev
-	if !c.asked.logprobs && !c.asked.tokenIDs && c.dialect.silentChunk(data) {
+	if !c.asked.logprobs && !c.asked.tokenIDs && c.dialect.silentChunk(&c.acc) {
 		out = nil // only what hone asked for: the agent would not have got it
 	} else if stripping(c.acc.injected, c.asked) {
 		b.out = stripInto(append(b.out[:0], "data: "...), data, c.acc.injected, c.asked)

@@ -20,9 +20,17 @@ func TestEmptyDelta(t *testing.T) {
 		{`{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":null},{"index":1,"delta":{"content":"a"},"finish_reason":null}]}`, false},
 		{`{"id":"x","choices":[],"usage":{"prompt_tokens":1}}`, false},
 		{`{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":null}],"usage":{"prompt_tokens":1}}`, false},
-		{`{"id":"x","choices":[{"index":0,"text":"","finish_reason":null}]}`, false}, // completions: no delta
+		{`{"id":"x","choices":[{"index":0,"text":"","finish_reason":null}]}`, false},   // completions: no delta
+		{`{"id":"x","choices":[{"index":0,"delta":{ },"finish_reason":null}]}`, false}, // not vLLM's spelling: passed on
+		{`{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":null}],"usage":[]}`, false},
+		{`{"id":"x","choices":{"index":0,"delta":{},"finish_reason":null}}`, false},  // choices not an array
+		{`{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":null}]`, false}, // not JSON: passed on
+		{`{"id":"x","choices":[{"index":0,"delta":{}}, 7]}`, false},
 	} {
-		if got := chatDialect.silentChunk([]byte(c.data)); got != c.want {
+		a := accumulator{dialect: chatDialect}
+		a.addChunk([]byte(`{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`))
+		a.addChunk([]byte(c.data))
+		if got := chatDialect.silentChunk(&a); got != c.want {
 			t.Errorf("silentChunk(%s) = %v, want %v", c.data, got, c.want)
 		}
 	}
