@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -52,7 +53,40 @@ func writeError(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		slog.Error("capture control plane", "err", err)
 	}
-	writeJSON(w, status, map[string]apiError{"error": {Message: err.Error(), Type: typ, Code: code}})
+	e := apiError{Message: err.Error(), Type: typ, Code: code}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		e.Param = &fe.field
+	}
+	writeJSON(w, status, map[string]apiError{"error": e})
+}
+
+// fieldError is a body field of the wrong JSON type: the error names the
+// field in its message and in OpenAI's "param".
+type fieldError struct{ field, want, got string }
+
+func (e *fieldError) Error() string {
+	return fmt.Sprintf("%s must be %s, not a JSON %s", e.field, e.want, e.got)
+}
+
+func (e *fieldError) Unwrap() error { return ErrInvalid }
+
+// jsonKind says in words what JSON value a Go type takes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -75,7 +109,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 		return fmt.Errorf("empty body: %w", ErrInvalid)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("bad JSON body: %v: %w", err, ErrInvalid)
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" && te.Type != nil {
+			return &fieldError{field: te.Field, want: jsonKind(te.Type), got: te.Value}
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("the body is not valid JSON (at byte %d): %w", se.Offset, ErrInvalid)
+		}
+		return fmt.Errorf("the body does not fit this route: %v: %w", err, ErrInvalid)
 	}
 	return nil
 }

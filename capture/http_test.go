@@ -43,19 +43,23 @@ func TestHTTPFeedbackCommitAndErrors(t *testing.T) {
 		path, body string
 		status     int
 		errType    string
+		param      string // the error's "param" and a word of its message, when set
 	}{
-		{"/v1/feedback", `{"session":"web","reward":1,"tags":["good"],"comment":"ok"}`, 200, ""},
-		{"/v1/feedback", `{"call":"` + calls[0].ID + `","reward":0.5}`, 200, ""},
-		{"/v1/feedback", `{"session":"missing","reward":1}`, 404, "not_found_error"},
-		{"/v1/feedback", `{"call":"missing","reward":1}`, 404, "not_found_error"},
-		{"/v1/feedback", `{"session":"web"}`, 400, "invalid_request_error"},
-		{"/v1/feedback", `{"session":"web","reward":"high"}`, 400, "invalid_request_error"},
-		{"/v1/feedback", `not json`, 400, "invalid_request_error"},
-		{"/v1/feedback", ``, 400, "invalid_request_error"},
-		{"/v1/commit", `{"session":"missing"}`, 404, "not_found_error"},
-		{"/v1/commit", `{}`, 400, "invalid_request_error"},
-		{"/v1/commit", `{"session":"web"}`, 200, ""},
-		{"/v1/experiences/ack", `{}`, 400, "invalid_request_error"},
+		{"/v1/feedback", `{"session":"web","reward":1,"tags":["good"],"comment":"ok"}`, 200, "", ""},
+		{"/v1/feedback", `{"call":"` + calls[0].ID + `","reward":0.5}`, 200, "", ""},
+		{"/v1/feedback", `{"session":"missing","reward":1}`, 404, "not_found_error", ""},
+		{"/v1/feedback", `{"call":"missing","reward":1}`, 404, "not_found_error", ""},
+		{"/v1/feedback", `{"session":"web"}`, 400, "invalid_request_error", ""},
+		{"/v1/feedback", `{"session":"web","reward":"high"}`, 400, "invalid_request_error", "reward"},
+		{"/v1/feedback", `{"session":["web"],"reward":1}`, 400, "invalid_request_error", "session"},
+		{"/v1/feedback", `{"session":"web","reward":1,"tags":"good"}`, 400, "invalid_request_error", "tags"},
+		{"/v1/feedback", `not json`, 400, "invalid_request_error", ""},
+		{"/v1/feedback", `{"session":"web","reward":1`, 400, "invalid_request_error", ""},
+		{"/v1/feedback", ``, 400, "invalid_request_error", ""},
+		{"/v1/commit", `{"session":"missing"}`, 404, "not_found_error", ""},
+		{"/v1/commit", `{}`, 400, "invalid_request_error", ""},
+		{"/v1/commit", `{"session":"web"}`, 200, "", ""},
+		{"/v1/experiences/ack", `{}`, 400, "invalid_request_error", ""},
 	}
 	for _, tc := range cases {
 		status, out := post(t, srv.URL+tc.path, tc.body)
@@ -67,6 +71,13 @@ func TestHTTPFeedbackCommitAndErrors(t *testing.T) {
 			e, _ := out["error"].(map[string]any)
 			if e == nil || e["type"] != tc.errType || e["message"] == "" {
 				t.Errorf("%s %s: error body %v, want type %s", tc.path, tc.body, out, tc.errType)
+			}
+			msg, _ := e["message"].(string)
+			if tc.param != "" && (e["param"] != tc.param || !strings.HasPrefix(msg, tc.param+" must be ")) {
+				t.Errorf("%s %s: error %v, want param %s named in the message", tc.path, tc.body, e, tc.param)
+			}
+			if strings.Contains(msg, "Go struct") || strings.Contains(msg, "capture.") {
+				t.Errorf("%s %s: message speaks Go: %q", tc.path, tc.body, msg)
 			}
 		}
 	}
