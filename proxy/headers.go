@@ -23,21 +23,26 @@ var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy
 // delFold deletes every spelling of names from h and reports whether h has
 // seek (not one of names) in any spelling, from the same pass.
 func delFold(h *fasthttp.RequestHeader, names []string, seek string) (sought bool) {
+	// The spellings found are copied (k is h's memory, which deleting
+	// moves) into keys and found as offsets, not slices, so that neither
+	// array holds a pointer and both stay on the stack.
 	var keyBuf [256]byte
-	var foundBuf [8][]byte
-	keys, found := keyBuf[:0], foundBuf[:0]
+	var endBuf [8]int
+	keys, ends := keyBuf[:0], endBuf[:0]
 	for k := range h.All() {
 		sought = sought || foldEq(k, seek)
 		for _, n := range names {
 			if foldEq(k, n) {
-				keys = append(keys, k...) // k is h's memory, which deleting moves
-				found = append(found, keys[len(keys)-len(k):])
+				keys = append(keys, k...)
+				ends = append(ends, len(keys))
 				break
 			}
 		}
 	}
-	for _, k := range found {
-		h.DelBytes(k)
+	start := 0
+	for _, end := range ends {
+		h.DelBytes(keys[start:end])
+		start = end
 	}
 	for _, n := range names {
 		if parsedField(n) {
