@@ -11,6 +11,7 @@ import (
 
 // call is the state of one proxied chat/completions call.
 type call struct {
+	ended     bool // done ran
 	s         *Server
 	api       surface
 	reply     reply   // how the answer reaches the agent: native or translated
@@ -98,6 +99,10 @@ func (c *call) awaitDurable() string {
 // recorder. Token ids that must come from /tokenize are fetched off the hot
 // path first.
 func (c *call) done() {
+	if c.ended {
+		return // once: a second end would count, release and record the call again
+	}
+	c.ended = true
 	now := time.Now()
 	s := c.s
 	if c.release != nil {

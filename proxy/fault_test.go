@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,4 +324,33 @@ func metricValue(t *testing.T, h *testHone, name string, labels ...string) float
 		}
 	}
 	return 0
+}
+
+// TestEngineSendsDoneTwice: an engine's second data: [DONE] is dropped; the
+// call ends once (recorded once, the engine's in-flight count back to 0),
+// and the agent gets the stream it would get from a well-behaved engine.
+func TestEngineSendsDoneTwice(t *testing.T) {
+	stub := newStub(t)
+	data, _ := os.ReadFile(fixture(t, "chat_stream", "upstream.sse"))
+	twice := filepath.Join(t.TempDir(), "upstream.sse")
+	if err := os.WriteFile(twice, append(data, "data: [DONE]\n\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stub.answer = replay(t, twice, 0)
+	h := startHone(t, nil, stub)
+	r := post(t, h.url, "/v1/chat/completions", chatReq(true), map[string]string{"X-Hone-Session": "twice"})
+	want, _ := os.ReadFile(fixture(t, "chat_stream", "client.sse"))
+	if r.status != 200 || !bytes.Equal(r.body, want) {
+		t.Fatalf("status %d body %s", r.status, r.body)
+	}
+	waitCalls(t, h.rec, 1)
+	time.Sleep(50 * time.Millisecond) // a second end would record by now
+	if n := len(h.rec.Calls()); n != 1 {
+		t.Fatalf("%d calls recorded, want 1", n)
+	}
+	for _, e := range h.s.pool.engines {
+		if n := e.outstanding.Load(); n != 0 {
+			t.Fatalf("engine %s outstanding %d after the call, want 0", e.url, n)
+		}
+	}
 }

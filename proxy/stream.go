@@ -104,6 +104,9 @@ func (b *streamBody) upstreamEnded(partial []byte, err error) (int, error) {
 func (b *streamBody) process(ev []byte) []byte {
 	data, ok := sse.Data(ev)
 	if ok && bytes.Equal(data, []byte("[DONE]")) {
+		if b.sawDone {
+			return nil // an engine's second [DONE]: the call ended at the first
+		}
 		b.sawDone = true
 		b.settleBeforeDone()
 		return b.c.reply.done(b, ev)
@@ -167,6 +170,10 @@ func (b *streamBody) CloseWithError(err error) error {
 	}
 	b.closed = true
 	if b.settled {
+		if !b.ended { // the agent went away after [DONE], before the engine's end
+			b.ended = true
+			b.abortUpstream(errClientGone)
+		}
 		return nil
 	}
 	if !b.ended {
