@@ -279,3 +279,42 @@ func TestFinalChunkKeepsUsageFields(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineHoneHeadersNotCopied: hone headers in an engine's answer (an
+// engine that sends them, or another hone in front of it), in any
+// spelling, never reach the agent beside hone's own.
+func TestEngineHoneHeadersNotCopied(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		stub := newStub(t)
+		name, file := "chat", "upstream.json"
+		if stream {
+			name, file = "chat_stream", "upstream.sse"
+		}
+		answer := replay(t, fixture(t, name, file), 0)
+		stub.answer = func(ctx *fasthttp.RequestCtx) {
+			ctx.Response.Header.DisableNormalizing()
+			ctx.Response.Header.Set("X-Hone-Session", "attacker-session")
+			ctx.Response.Header.Set("x-hone-call", "call-evil")
+			ctx.Response.Header.Set("X-HONE-POLICY", "99")
+			ctx.Response.Header.Set("X-Hone-Warning", "from the engine")
+			ctx.Response.Header.Set("X-Engine-Own", "kept")
+			answer(ctx)
+		}
+		h := startHone(t, nil, stub)
+		r := post(t, h.url, "/v1/chat/completions", chatReq(stream), map[string]string{"X-Hone-Session": "mine"})
+		if r.status != 200 {
+			t.Fatalf("stream %v: status %d", stream, r.status)
+		}
+		for k, want := range map[string]string{"X-Hone-Session": "mine", "X-Hone-Policy": "0", "X-Engine-Own": "kept"} {
+			if got := r.header.Values(k); len(got) != 1 || got[0] != want {
+				t.Errorf("stream %v: %s %q, want [%s]", stream, k, got, want)
+			}
+		}
+		if got := r.header.Values("X-Hone-Call"); len(got) != 1 || got[0] == "call-evil" {
+			t.Errorf("stream %v: X-Hone-Call %q, want hone's one", stream, got)
+		}
+		if got := r.header.Values("X-Hone-Warning"); len(got) != 0 {
+			t.Errorf("stream %v: X-Hone-Warning %q from the engine reached the agent", stream, got)
+		}
+	}
+}

@@ -79,6 +79,16 @@ func upstreamDrops(o *Options) []string {
 	return names
 }
 
+// anyFold reports whether k is one of names, in any spelling.
+func anyFold(k []byte, names []string) bool {
+	for _, n := range names {
+		if foldEq(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
 func foldEq(k []byte, name string) bool {
 	if len(k) != len(name) {
 		return false

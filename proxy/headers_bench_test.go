@@ -13,6 +13,7 @@ import (
 func BenchmarkUpstreamHeaders(b *testing.B) {
 	s := &Server{opts: DefaultOptions()}
 	s.dropUp = upstreamDrops(&s.opts)
+	s.ownDown = []string{s.opts.Headers.Session, s.opts.Headers.Call, s.opts.Headers.Policy, warningHeader}
 	var in fasthttp.Request
 	in.Header.DisableNormalizing()
 	for _, kv := range [][2]string{
@@ -40,6 +41,6 @@ func BenchmarkUpstreamHeaders(b *testing.B) {
 		s.buildUpstreamRequest(req, &in, e, "call-01a21f19-7312-7500-8e81-21256172d0a2", body, uri)
 		fasthttp.ReleaseRequest(req)
 		out.Reset()
-		copyResponseHeaders(&out, &up.Header)
+		copyResponseHeaders(&out, &up.Header, s.ownDown)
 	}
 }

@@ -93,7 +93,7 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	c.eng, c.httpStatus = eng, resp.StatusCode()
-	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
+	copyResponseHeaders(&ctx.Response.Header, &resp.Header, s.ownDown)
 	ctx.SetStatusCode(c.httpStatus)
 	if isEventStream(resp) {
 		s.m.openStreams.Inc()

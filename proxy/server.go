@@ -36,6 +36,7 @@ type Server struct {
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
 	dropUp  []string        // request headers never forwarded upstream, any spelling
+	ownDown []string        // hone's response headers, never copied from an engine's answer
 	forward map[string]bool // proxy.inference_routes
 
 	rollouts *rollout.Manager // guarded rollouts (nil: a new version serves everyone)
@@ -79,6 +80,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		}
 	}
 	s.dropUp = upstreamDrops(&opts)
+	s.ownDown = []string{opts.Headers.Session, opts.Headers.Call, opts.Headers.Policy, warningHeader}
 	p.onState = func(e *engine, up bool) {
 		s.m.engineUp.WithLabelValues(e.url).Set(b2f(up))
 		if up && s.cont != nil {
@@ -351,7 +353,7 @@ func (s *Server) forwardCall(ctx *fasthttp.RequestCtx, c *call, up []byte) {
 	if p != nil {
 		p.Count()
 	}
-	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
+	copyResponseHeaders(&ctx.Response.Header, &resp.Header, s.ownDown)
 	ctx.SetStatusCode(c.httpStatus)
 	if isEventStream(resp) && c.httpStatus == 200 {
 		s.m.openStreams.Inc()
@@ -450,9 +452,13 @@ func isEventStream(resp *fasthttp.Response) bool {
 	return bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream"))
 }
 
-func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {
+// copyResponseHeaders copies an engine's response headers to the agent's
+// response but for hop-by-hop ones, Server, Date and the names in own, in
+// any spelling: hone's own response headers (an engine, or another hone in
+// front of it, may send them too; the agent must see hone's only).
+func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader, own []string) {
 	for k, v := range src.All() {
-		if isHop(k) || bytes.EqualFold(k, []byte("Server")) || bytes.EqualFold(k, []byte("Date")) {
+		if isHop(k) || bytes.EqualFold(k, []byte("Server")) || bytes.EqualFold(k, []byte("Date")) || anyFold(k, own) {
 			continue
 		}
 		dst.AddBytesKV(k, v)
