@@ -256,6 +256,11 @@ func TestForeignCallsAndFeedback(t *testing.T) {
 		if _, err := s.Feedback(owner, FeedbackReq{Call: "shared-key:a-0", Reward: ptr(-5)}); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("call feedback of %s: %v", name, err)
 		}
+		// naming another session does not make the answer say whose call it is
+		_, err := s.Feedback(owner, FeedbackReq{Call: "shared-key:a-0", Session: "guess", Reward: ptr(-5)})
+		if !errors.Is(err, ErrForbidden) || strings.Contains(strings.ReplaceAll(err.Error(), "shared-key:a-0", ""), "shared") {
+			t.Fatalf("call feedback of %s naming another session: %v", name, err)
+		}
 		if _, _, err := s.GetSession(owner, "shared"); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("read of %s: %v", name, err)
 		}
@@ -557,5 +562,57 @@ func TestReadyHooksAndMeta(t *testing.T) {
 	m, err := s.MetaPrefix("rollout/")
 	if err != nil || string(m["rollout/agent"]) != `{"a":1}` || len(m) != 1 {
 		t.Fatalf("meta after restart %q %v", m, err)
+	}
+}
+
+// TestFeedbackBounds: a feedback body's tags and comment are bounded as the
+// X-Hone-Tags header is (a clear error, nothing applied), a session keeps
+// at most maxTags tags however many feedbacks bring new ones, and at most
+// maxRewards rewards.
+func TestFeedbackBounds(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	turn(t, s, newVocab(), "bounded", "", 0, nil, false, true)
+	many := func(n, size int, prefix string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%0*d", prefix, size-len(prefix), i)
+		}
+		return out
+	}
+	for name, req := range map[string]FeedbackReq{
+		"33 tags":            {Session: "bounded", Reward: ptr(1), Tags: many(maxTags+1, 8, "t")},
+		"a tag of 129 bytes": {Session: "bounded", Reward: ptr(1), Tags: many(1, maxTagLen+1, "t")},
+		"a comment too long": {Session: "bounded", Reward: ptr(1), Comment: strings.Repeat("c", maxComment+1)},
+	} {
+		if _, err := s.Feedback(ctx, req); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if rec := session(t, s, "bounded"); len(rec.Rewards) != 0 {
+		t.Fatalf("a refused feedback applied a reward: %+v", rec.Rewards)
+	}
+	for _, prefix := range []string{"a", "b"} {
+		if _, err := s.Feedback(ctx, FeedbackReq{Session: "bounded", Reward: ptr(1), Tags: many(maxTags, 8, prefix),
+			Comment: strings.Repeat("c", maxComment)}); err != nil {
+			t.Fatalf("feedback at the bounds: %v", err)
+		}
+	}
+	if rec := session(t, s, "bounded"); len(rec.Tags) != maxTags || rec.Tags[0] != "a0000000" || len(rec.Rewards) != 2 {
+		t.Fatalf("session tags %d (first %q), rewards %d; want %d tags, the first feedback's, and 2 rewards",
+			len(rec.Tags), rec.Tags[0], len(rec.Rewards), maxTags)
+	}
+	err := s.do(ctx, func() error {
+		return s.update(false, func(tx *tx) error {
+			full := &Session{ID: "full", Rewards: make([]Reward, maxRewards)}
+			if err := tx.addReward(full, Reward{Value: 1}); !errors.Is(err, ErrInvalid) || len(full.Rewards) != maxRewards {
+				t.Errorf("reward %d of a session: %v, %d kept; want ErrInvalid and nothing added", maxRewards+1, err, len(full.Rewards))
+			}
+			return errors.New("roll back")
+		})
+	})
+	if err == nil || err.Error() != "roll back" {
+		t.Fatalf("update: %v", err)
 	}
 }

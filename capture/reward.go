@@ -34,8 +34,22 @@ func (r *FeedbackReq) check() error {
 			return fmt.Errorf("%w: %w", err, ErrInvalid)
 		}
 	}
+	if len(r.Tags) > maxTags {
+		return fmt.Errorf("tags: %d, at most %d: %w", len(r.Tags), maxTags, ErrInvalid)
+	}
+	for _, tag := range r.Tags {
+		if len(tag) > maxTagLen {
+			return fmt.Errorf("tags: a tag of %d bytes, at most %d: %w", len(tag), maxTagLen, ErrInvalid)
+		}
+	}
+	if len(r.Comment) > maxComment {
+		return fmt.Errorf("comment: %d bytes, at most %d: %w", len(r.Comment), maxComment, ErrInvalid)
+	}
 	return nil
 }
+
+// maxComment bounds a feedback comment, which the session record keeps.
+const maxComment = 4096
 
 // Feedback records a reward; with Call set it is a call-level reward. A
 // committed session that gets its first reward becomes ready; a ready one
@@ -55,12 +69,13 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 			if err != nil {
 				return err
 			}
+			tags := ParseTags(strings.Join(req.Tags, ","))
 			if err := t.addReward(rec, Reward{Value: *req.Reward, Call: req.Call, Source: "feedback",
-				Comment: req.Comment, Tags: ParseTags(strings.Join(req.Tags, ",")), At: t.now}); err != nil {
+				Comment: req.Comment, Tags: tags, At: t.now}); err != nil {
 				return err
 			}
-			for _, tag := range req.Tags {
-				if tag != "" && !contains(rec.Tags, tag) {
+			for _, tag := range tags { // the session keeps at most maxTags of them
+				if len(rec.Tags) < maxTags && !contains(rec.Tags, tag) {
 					rec.Tags = append(rec.Tags, tag)
 				}
 			}
@@ -92,9 +107,6 @@ func (t *tx) feedbackSession(ctx context.Context, req *FeedbackReq) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	if req.Session != "" && req.Session != c.Session && req.Session != c.Hone.Session {
-		return nil, fmt.Errorf("call %s belongs to session %s, not %s: %w", req.Call, c.Session, req.Session, ErrInvalid)
-	}
 	rec, err := t.session(c.Session)
 	if err != nil {
 		return nil, err
@@ -102,9 +114,13 @@ func (t *tx) feedbackSession(ctx context.Context, req *FeedbackReq) (*Session, e
 	if rec == nil {
 		return nil, fmt.Errorf("session %s of call %s: %w", c.Session, req.Call, ErrNotFound)
 	}
+	// ownership first: another client learns nothing of the call's session
 	if owner, restricted := ownerFrom(ctx); restricted && !owns(owner, rec) {
 		t.s.countForeign(t, "feedback", true, false)
 		return nil, fmt.Errorf("call %s belongs to another client's session: %w", req.Call, ErrForbidden)
+	}
+	if req.Session != "" && req.Session != c.Session && req.Session != c.Hone.Session {
+		return nil, fmt.Errorf("call %s belongs to session %s, not %s: %w", req.Call, c.Session, req.Session, ErrInvalid)
 	}
 	return rec, nil
 }

@@ -212,12 +212,20 @@ func lastSeq(txn *badger.Txn, id string) (uint64, bool) {
 	return last, found
 }
 
+// maxRewards bounds the rewards one session keeps (each feedback adds one,
+// and every later update rewrites the session's record).
+const maxRewards = 4096
+
 // addReward appends a reward to a session; an open one joins the set a
 // Trinity /commit closes, once the unit commits. A reward that would make
 // the session's or its call's combined reward non-finite (reward.combine:
 // sum past the float64 range) is refused (ErrInvalid) and rec is left as
 // it was.
 func (t *tx) addReward(rec *Session, r Reward) error {
+	if len(rec.Rewards) >= maxRewards {
+		return fmt.Errorf("session %s has %d rewards, the most one session keeps; nothing was applied: %w",
+			rec.ID, len(rec.Rewards), ErrInvalid)
+	}
 	rule := t.s.opts.Reward.Combine
 	rec.Rewards = append(rec.Rewards, r)
 	if !rec.rewardFinite(rule, r.Call) {
