@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -195,8 +197,18 @@ func (o *Options) Validate() error {
 	}
 	for i, e := range u.Engines {
 		u, err := url.Parse(e.URL)
+		if err == nil && u.User != nil {
+			// the URL names the engine in metrics, logs, /readyz and
+			// stored calls: a password in it would show everywhere
+			return fmt.Errorf("engine.engines[%d].url: %s carries credentials (user:password@); "+
+				"give the engine's key as engine.api_key instead", i, u.Scheme+"://"+u.Host)
+		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("engine.engines[%d].url: %q is not an http(s) URL", i, e.URL)
+			shown := strconv.Quote(e.URL)
+			if strings.Contains(e.URL, "@") {
+				shown = "(not shown: it may carry credentials)"
+			}
+			return fmt.Errorf("engine.engines[%d].url: %s is not an http(s) URL", i, shown)
 		}
 		switch e.Kind {
 		case "", "vllm", "sglang", "embedded":

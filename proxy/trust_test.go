@@ -328,3 +328,25 @@ func TestReadyzUnavailableType(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestEngineURLCredentialsRefused: an engine URL with user:password@ would
+// put the password in metrics labels, logs, /readyz and stored calls; it is
+// refused, and the error does not repeat the password.
+func TestEngineURLCredentialsRefused(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"http://hone:s3cretpw@127.0.0.1:8000", "engine.api_key"},
+		{"https://token@engine.example:443/v1", "engine.api_key"},
+		{"http://hone:s3cretpw@127.0.0.1:8000/%zz", "not an http(s) URL"},
+		{"http://127.0.0.1:8000", ""},
+	} {
+		o := DefaultOptions()
+		o.Upstream.Engines = []EngineOptions{{URL: c.url}}
+		err := o.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.url, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cretpw") || strings.Contains(err.Error(), "token@")) {
+			t.Errorf("%s: the error repeats the credentials: %v", c.url, err)
+		}
+	}
+}
