@@ -50,6 +50,10 @@ func (s *Server) Mount(path string, h http.Handler) {
 		s.mounted = map[string]fasthttp.RequestHandler{}
 	}
 	withOwner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// the handler routes on what hone checked: the mounted path, not
+		// the raw target ("/v1/sessions/x/../../feedback" was mounted
+		// /feedback for hone and a session read for a chi router)
+		r.URL.Path, r.URL.RawPath = path, ""
 		if owner, _ := r.Context().Value(ownerKey{}).(string); owner != "" {
 			r = r.WithContext(capture.WithOwner(r.Context(), owner))
 		}

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -26,7 +28,7 @@ func startFeedbackHone(t *testing.T, addr string, mutate func(*Options)) string 
 		t.Fatal(err)
 	}
 	s.Mount("/feedback", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("owner=" + capture.OwnerFrom(r.Context())))
+		_, _ = w.Write([]byte("owner=" + capture.OwnerFrom(r.Context()) + " path=" + r.URL.EscapedPath()))
 	}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -90,5 +92,31 @@ func TestDataPlaneFeedbackModes(t *testing.T) {
 	bad.DataPlaneFeedback = FeedbackKeys
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "client_keys") {
 		t.Fatalf("keys mode without client keys: %v", err)
+	}
+}
+
+// TestMountedRouteSeesItsOwnPath: a mounted handler routes on the path hone
+// matched, not on the raw request target, so a target that fasthttp cleans
+// into a mounted path cannot reach another route of the handler's router.
+func TestMountedRouteSeesItsOwnPath(t *testing.T) {
+	base := startFeedbackHone(t, "127.0.0.1:0", func(o *Options) { o.DataPlaneFeedback = FeedbackLoopback })
+	for _, target := range []string{"/feedback", "/v1/sessions/abc/../../feedback", "/v1/sessions%2F..%2F..%2Ffeedback/../../feedback",
+		"//feedback?x=1"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = conn.Write([]byte("POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"))
+		b, _ := io.ReadAll(conn)
+		conn.Close()
+		if !strings.HasPrefix(string(b), "HTTP/1.1 200") {
+			if strings.HasPrefix(string(b), "HTTP/1.1 404") {
+				continue // not mounted: hone's own 404, the handler never ran
+			}
+			t.Fatalf("%s: %q", target, b)
+		}
+		if !strings.HasSuffix(string(b), " path=/feedback") {
+			t.Errorf("%s: the handler saw %q, want path=/feedback", target, b[bytes.LastIndexByte(b, '\n')+1:])
+		}
 	}
 }
