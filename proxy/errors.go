@@ -24,6 +24,7 @@ var (
 	errNoEngine     = &apiError{503, "service_unavailable", "no_healthy_engine", "no healthy engine serves this model", ""}
 	errUnreachable  = &apiError{502, "bad_gateway", "engine_unreachable", "engine unreachable", ""}
 	errTimeout      = &apiError{504, "timeout", "upstream_timeout", "engine did not answer in time", ""}
+	errAnswerLarge  = &apiError{502, "bad_gateway", "upstream_answer_too_large", "the engine's answer exceeds 256 MiB", ""}
 )
 
 // writeError answers ctx with an OpenAI-style JSON error.

@@ -354,3 +354,36 @@ func TestEngineSendsDoneTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineAnswerTooLarge: a whole answer past maxAnswer, announced or
+// chunked, is a 502 upstream_answer_too_large, read no further than the
+// bound; the engine's connection is dropped and hone goes on serving.
+func TestEngineAnswerTooLarge(t *testing.T) {
+	defer func(m int64) { maxAnswer = m }(maxAnswer)
+	maxAnswer = 1 << 20
+	stub := newStub(t)
+	ok := replay(t, fixture(t, "chat", "upstream.json"), 0)
+	big := append([]byte(`{"choices":[{"index":0,"message":{"content":"`), bytes.Repeat([]byte("x"), 2<<20)...)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		switch string(ctx.Request.Header.Peek("X-Size")) {
+		case "announced":
+			ctx.SetContentType("application/json")
+			ctx.SetBody(big)
+		case "chunked":
+			ctx.SetContentType("application/json")
+			ctx.SetBodyStream(bytes.NewReader(big), -1)
+		default:
+			ok(ctx)
+		}
+	}
+	h := startHone(t, nil, stub)
+	for _, size := range []string{"announced", "chunked"} {
+		r := post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{"X-Size": size})
+		if r.status != 502 || !bytes.Contains(r.body, []byte("upstream_answer_too_large")) {
+			t.Fatalf("%s: %d %s", size, r.status, r.body)
+		}
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 200 {
+			t.Fatalf("after the %s answer: %d %s", size, r.status, r.body)
+		}
+	}
+}

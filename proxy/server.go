@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -388,7 +389,10 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 	if err != nil {
 		c.fail(err)
 		e := errUnreachable
-		if isTimeout(err) {
+		switch {
+		case errors.Is(err, errAnswerTooLarge):
+			e = errAnswerLarge
+		case isTimeout(err):
 			e = errTimeout
 		}
 		c.failEarly(ctx, e)
@@ -437,16 +441,37 @@ func sameBytes(a, b []byte) bool {
 
 // readBody reads a streamed upstream body into buf, grown once to the
 // announced Content-Length: bytebufferpool's ReadFrom would otherwise double
-// a small pooled buffer from 64 bytes up, copying the body each time.
+// a small pooled buffer from 64 bytes up, copying the body each time. An
+// answer past maxAnswer is errAnswerTooLarge (the caller's release of resp
+// then drops the connection, its body unread).
 func readBody(buf *bytebufferpool.ByteBuffer, resp *fasthttp.Response) error {
-	if n := resp.Header.ContentLength(); n >= 0 && n < maxPresize && cap(buf.B)-len(buf.B) <= n {
+	n := resp.Header.ContentLength()
+	if int64(n) > maxAnswer {
+		return errAnswerTooLarge
+	}
+	if n >= 0 && n < maxPresize && cap(buf.B)-len(buf.B) <= n {
 		buf.B = append(buf.B, make([]byte, n+1)...)[:len(buf.B)] // one byte more: ReadFrom doubles a full buffer before it sees EOF
 	}
-	return resp.BodyWriteTo(buf)
+	bs := resp.BodyStream()
+	if bs == nil {
+		return resp.BodyWriteTo(buf)
+	}
+	got, err := buf.ReadFrom(io.LimitReader(bs, maxAnswer+1))
+	if err == nil && got > maxAnswer {
+		err = errAnswerTooLarge
+	}
+	return err
 }
 
 // maxPresize bounds what an engine's Content-Length alone may allocate.
 const maxPresize = 64 << 20
+
+// maxAnswer bounds a whole (non-stream) answer hone reads: vLLM's largest,
+// a long prompt's ids with top logprobs, are tens of MB. A variable for
+// the tests.
+var maxAnswer int64 = 256 << 20
+
+var errAnswerTooLarge = errors.New("the engine's answer exceeds 256 MiB")
 
 func isEventStream(resp *fasthttp.Response) bool {
 	return bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream"))

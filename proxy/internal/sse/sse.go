@@ -22,6 +22,14 @@ func NewReader(r io.Reader) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
 }
 
+// MaxEvent bounds one event: an engine's chunk is a few KB (a long tool
+// call's arguments come in many), so an event past 16 MiB is a stream with
+// no event boundary (a broken or hostile engine), not a chunk to hold.
+const MaxEvent = 16 << 20
+
+// ErrEventTooLarge is Next's error for an event longer than MaxEvent.
+var ErrEventTooLarge = errors.New("an event of the stream exceeds 16 MiB")
+
 // Next returns the next complete event. It returns io.EOF after the last
 // complete event, and io.ErrUnexpectedEOF with the partial bytes when the
 // stream ends inside an event. The returned slice is valid until next call.
@@ -30,6 +38,9 @@ func (r *Reader) Next() ([]byte, error) {
 	for {
 		line, err := r.br.ReadSlice('\n')
 		r.buf = append(r.buf, line...)
+		if len(r.buf) > MaxEvent {
+			return r.buf[:0], ErrEventTooLarge
+		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -154,4 +155,32 @@ func stripBlankRuns(b []byte) []byte {
 		}
 	}
 	return out
+}
+
+// endless is an engine's body that never ends an event.
+type endless struct{ line []byte }
+
+func (e endless) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], e.line)
+	}
+	return n, nil
+}
+
+// TestEventTooLarge: a stream with no event boundary (no newline at all,
+// or lines with no blank line between them) ends with ErrEventTooLarge
+// once an event passes MaxEvent, holding no more than that.
+func TestEventTooLarge(t *testing.T) {
+	for _, line := range []string{"a", "data: x\n"} {
+		r := NewReader(endless{[]byte(line)})
+		ev, err := r.Next()
+		if !errors.Is(err, ErrEventTooLarge) || len(ev) != 0 || cap(r.buf) > 2*MaxEvent+(64<<10) {
+			t.Fatalf("%q: %d bytes, %v, buffer %d; want ErrEventTooLarge", line, len(ev), err, cap(r.buf))
+		}
+	}
+	r := NewReader(strings.NewReader("data: " + strings.Repeat("x", MaxEvent-16) + "\n\n"))
+	if ev, err := r.Next(); err != nil || len(ev) != MaxEvent-8 {
+		t.Fatalf("an event just under the bound: %d bytes, %v", len(ev), err)
+	}
 }
