@@ -567,8 +567,8 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 	if err := t.setTask(rec, task); err != nil {
 		return err
 	}
-	for _, tag := range c.Hone.Tags {
-		if !contains(rec.Tags, tag) {
+	for _, tag := range c.Hone.Tags { // the session keeps at most maxTags of them
+		if len(rec.Tags) < maxTags && !contains(rec.Tags, tag) {
 			rec.Tags = append(rec.Tags, tag)
 		}
 	}
