@@ -51,8 +51,8 @@ func (s *Server) Mount(path string, h http.Handler) {
 	}
 	withOwner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// the handler routes on what hone checked: the mounted path, not
-		// the raw target ("/v1/sessions/x/../../feedback" was mounted
-		// /feedback for hone and a session read for a chi router)
+		// the raw target (fasthttp cleans "/v1/sessions%2F..%2F..%2Ffeedback/../../feedback"
+		// to /feedback; a chi router read the raw one as a session read)
 		r.URL.Path, r.URL.RawPath = path, ""
 		if owner, _ := r.Context().Value(ownerKey{}).(string); owner != "" {
 			r = r.WithContext(capture.WithOwner(r.Context(), owner))
