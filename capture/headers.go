@@ -146,6 +146,16 @@ func ParseTags(s string) []string {
 	return out
 }
 
+// addTags merges tags into the session's, which keeps its first maxTags
+// distinct ones (each feedback and call may bring more).
+func (rec *Session) addTags(tags []string) {
+	for _, tag := range tags {
+		if len(rec.Tags) < maxTags && !contains(rec.Tags, tag) {
+			rec.Tags = append(rec.Tags, tag)
+		}
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

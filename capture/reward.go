@@ -74,11 +74,7 @@ func (s *Store) Feedback(ctx context.Context, req FeedbackReq) (*Session, error)
 				Comment: req.Comment, Tags: tags, At: t.now}); err != nil {
 				return err
 			}
-			for _, tag := range tags { // the session keeps at most maxTags of them
-				if len(rec.Tags) < maxTags && !contains(rec.Tags, tag) {
-					rec.Tags = append(rec.Tags, tag)
-				}
-			}
+			rec.addTags(tags)
 			t.touch(rec)
 			t.after = append(t.after, func() { s.m.feedback.WithLabelValues("feedback").Inc() })
 			if err := t.rewarded(rec); err != nil {

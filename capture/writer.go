@@ -567,11 +567,7 @@ func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
 	if err := t.setTask(rec, task); err != nil {
 		return err
 	}
-	for _, tag := range c.Hone.Tags { // the session keeps at most maxTags of them
-		if len(rec.Tags) < maxTags && !contains(rec.Tags, tag) {
-			rec.Tags = append(rec.Tags, tag)
-		}
-	}
+	rec.addTags(c.Hone.Tags)
 	if c.Hone.Reward != nil {
 		if err := t.addReward(rec, Reward{Value: *c.Hone.Reward, Source: "header", At: t.now}); err != nil {
 			c.refused = err // the call (and its commit) are stored; the agent is told the reward was not
