@@ -18,13 +18,13 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 var (
-	errBadJSON      = &apiError{400, "invalid_request_error", "invalid_json", "request body is not valid JSON", ""}
-	errTooLarge     = &apiError{413, "invalid_request_error", "request_too_large", "request body exceeds the size limit", ""}
-	errUnauthorized = &apiError{401, "invalid_request_error", "invalid_api_key", "missing or invalid API key", ""}
-	errNoEngine     = &apiError{503, "service_unavailable", "no_healthy_engine", "no healthy engine serves this model", ""}
-	errUnreachable  = &apiError{502, "bad_gateway", "engine_unreachable", "engine unreachable", ""}
-	errTimeout      = &apiError{504, "timeout", "upstream_timeout", "engine did not answer in time", ""}
-	errAnswerLarge  = &apiError{502, "bad_gateway", "upstream_answer_too_large", "the engine's answer exceeds 256 MiB", ""}
+	errBadJSON       = &apiError{400, "invalid_request_error", "invalid_json", "request body is not valid JSON", ""}
+	errTooLarge      = &apiError{413, "invalid_request_error", "request_too_large", "request body exceeds the size limit", ""}
+	errUnauthorized  = &apiError{401, "invalid_request_error", "invalid_api_key", "missing or invalid API key", ""}
+	errNoEngine      = &apiError{503, "service_unavailable", "no_healthy_engine", "no healthy engine serves this model", ""}
+	errUnreachable   = &apiError{502, "bad_gateway", "engine_unreachable", "engine unreachable", ""}
+	errTimeout       = &apiError{504, "timeout", "upstream_timeout", "engine did not answer in time", ""}
+	errUpstreamLarge = &apiError{502, "bad_gateway", "upstream_answer_too_large", "the engine's answer exceeds 256 MiB", ""}
 )
 
 // writeError answers ctx with an OpenAI-style JSON error.

@@ -391,7 +391,7 @@ func (s *Server) finishBody(ctx *fasthttp.RequestCtx, c *call, resp *fasthttp.Re
 		e := errUnreachable
 		switch {
 		case errors.Is(err, errAnswerTooLarge):
-			e = errAnswerLarge
+			e = errUpstreamLarge
 		case isTimeout(err):
 			e = errTimeout
 		}
