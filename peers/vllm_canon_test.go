@@ -24,3 +24,21 @@ func TestCanonStreamCoalescing(t *testing.T) {
 		t.Error("different arguments compare equal")
 	}
 }
+
+// Two streams with as many events, split at other tokens (vLLM's coalescing
+// moved), are equal in canonStream; a different text is not.
+func TestCanonStreamSameCountOtherSplit(t *testing.T) {
+	ev := func(text, finish string) string {
+		return `data: {"id":"ID","choices":[{"index":0,"delta":{"reasoning":"` + text + `"},"logprobs":null,"finish_reason":` + finish + `}]}`
+	}
+	stream := func(evs ...string) string { return strings.Join(append(evs, "data: [DONE]"), "\n\n") + "\n\n" }
+	a := stream(ev(`\n\n`, "null"), ev(`\n`, "null"), ev(`\n`, `"length"`))
+	b := stream(ev(`\n`, "null"), ev(`\n`, "null"), ev(`\n\n`, `"length"`))
+	if a == b || canonStream(a) != canonStream(b) {
+		t.Errorf("same text, split at other tokens:\n%s\n---\n%s", canonStream(a), canonStream(b))
+	}
+	c := stream(ev(`\n`, "null"), ev(`\n`, "null"), ev(`\n`, `"length"`))
+	if canonStream(a) == canonStream(c) {
+		t.Error("different text compares equal")
+	}
+}
