@@ -112,9 +112,11 @@
 //	c 0 <call id>                       call record (version byte + binary, see codec.go;   TTL Retention.CallTTL
 //	                                    from 16 KiB S2-compressed after the seq: 0x80|version)
 //	s 0 <session> 0 <seq u64>           call id: a session's calls in order                  TTL Retention.CallTTL
-//	r 0 <response id>                   <session> 0 <call id>: chatcmpl-... to call          TTL Retention.CallTTL
-//	                                    (none for a response id made from its call's id, chatcmpl-<call id>
-//	                                    or cmpl-<call id>: the call's own key finds it)
+//	r 0 <response id> 0 <call id>       <session> 0 <call id>: chatcmpl-... to call          TTL Retention.CallTTL
+//	                                    (one per call, so calls sharing an agent-chosen id each keep theirs;
+//	                                    none for a response id made from its call's id, chatcmpl-<call id>
+//	                                    or cmpl-<call id>: the call's own key finds it. Older stores wrote
+//	                                    r 0 <response id> alone, last writer winning; still read and deleted)
 //	S 0 <session>                       session record (versioned JSON, type Session)
 //	x 0 <state> 0 <since u64 ns> 0 <session>   empty: sessions by state and time entered
 //	                                           (<state>: o open, c committed, r ready, u consumed, d dropped;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -233,7 +234,7 @@ func (s *Store) deleteSession(id string) error {
 				return err
 			}
 			keys = append(keys, callKey(string(cid)))
-			return s.respKeyOf(t, string(cid), &keys)
+			return s.respKeysOf(t, string(cid), &keys)
 		})
 		if err != nil {
 			return fmt.Errorf("list keys of %s: %w", id, err)
@@ -261,7 +262,8 @@ func (s *Store) deleteSession(id string) error {
 	})
 }
 
-func (s *Store) respKeyOf(t *tx, callID string, keys *[][]byte) error {
+// respKeysOf adds the response-id index keys of call callID to keys.
+func (s *Store) respKeysOf(t *tx, callID string, keys *[][]byte) error {
 	b, err := t.read(callKey(callID))
 	if err != nil || b == nil {
 		return err
@@ -270,7 +272,16 @@ func (s *Store) respKeyOf(t *tx, callID string, keys *[][]byte) error {
 	if err != nil {
 		return err
 	}
-	if c.ResponseID != "" && !ownResponseID(c) {
+	if c.ResponseID == "" || ownResponseID(c) {
+		return nil
+	}
+	*keys = append(*keys, respIndexKey(c.ResponseID, callID))
+	// an older store's single entry goes only when it names this call
+	old, err := t.read(respKey(c.ResponseID))
+	if err != nil {
+		return err
+	}
+	if _, cid, _ := strings.Cut(string(old), "\x00"); old != nil && cid == callID {
 		*keys = append(*keys, respKey(c.ResponseID))
 	}
 	return nil

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,8 @@ func respKeys(t *testing.T, s *Store) []string {
 	var ids []string
 	err := s.db.View(func(txn *badger.Txn) error {
 		return iterKeys(txn, key(pResp)[:1], func(k []byte) error {
-			ids = append(ids, string(k[2:]))
+			id, _, _ := bytes.Cut(k[2:], []byte{sep})
+			ids = append(ids, string(id))
 			return nil
 		})
 	})
@@ -104,4 +106,73 @@ func respKeys(t *testing.T, s *Store) []string {
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// TestResponseIDShared: two clients whose agents chose the same
+// X-Request-Id (so vLLM gave both calls one response id) each keep their
+// index entry: each client's Trinity feedback reaches its own session, a
+// later call does not take an earlier one's feedback, and deleting one
+// session leaves the other's entry. An entry an older store wrote (one per
+// response id) is still found, and deleted with its call.
+func TestResponseIDShared(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	record := func(id, sess, respID string) {
+		t.Helper()
+		c := v.makeCall(id, sess, prompts[0], replies[0], 1)
+		c.ResponseID, c.Owner = respID, "key:"+sess
+		s.Record(c)
+		s.syncQueue(t)
+	}
+	const shared = "chatcmpl-agent-7"
+	record("call-x", "sx", shared)
+	record("call-y", "sy", shared)
+	feedback := func(ctx context.Context, want string) {
+		t.Helper()
+		got, err := s.TrinityFeedback(ctx, []string{shared}, 1, "", "")
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("TrinityFeedback reached %v (%v), want %s", got, err, want)
+		}
+	}
+	feedback(WithOwner(ctx, "key:sx"), "[sx]")
+	feedback(WithOwner(ctx, "key:sy"), "[sy]")
+	feedback(ctx, "[sx sy]")
+	for _, id := range []string{"sy"} {
+		if _, err := s.Commit(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.GC(ctx, StateReady, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	feedback(ctx, "[sx]")
+
+	// an older store's entry: r 0 <response id> alone
+	record("call-z", "sz", "chatcmpl-old")
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(respIndexKey("chatcmpl-old", "call-z")); err != nil {
+			return err
+		}
+		return txn.Set(respKey("chatcmpl-old"), []byte("sz\x00call-z"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.TrinityFeedback(ctx, []string{"chatcmpl-old"}, 1, "", ""); err != nil || fmt.Sprint(got) != "[sz]" {
+		t.Errorf("an older store's entry: reached %v (%v), want [sz]", got, err)
+	}
+	for _, id := range []string{"sx", "sz"} {
+		if _, err := s.Commit(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.GC(ctx, StateReady, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := respKeys(t, s); len(got) != 0 {
+		t.Fatalf("index entries left after the sessions were deleted: %v", got)
+	}
 }

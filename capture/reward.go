@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -226,12 +227,14 @@ func (s *Store) TrinityFeedback(ctx context.Context, msgIDs []string, reward flo
 func (t *tx) sessionsOfResponses(msgIDs []string) ([]string, error) {
 	var ids []string
 	for _, m := range msgIDs {
-		sid, err := t.sessionOfResponse(m)
+		sids, err := t.sessionsOfResponse(m)
 		if err != nil {
 			return nil, err
 		}
-		if sid != "" && !contains(ids, sid) {
-			ids = append(ids, sid)
+		for _, sid := range sids {
+			if !contains(ids, sid) {
+				ids = append(ids, sid)
+			}
 		}
 	}
 	if len(ids) == 0 {
@@ -240,32 +243,71 @@ func (t *tx) sessionsOfResponses(msgIDs []string) ([]string, error) {
 	return ids, nil
 }
 
-// sessionOfResponse returns the session of the call that got response id
-// m, or "" when no captured call did. A response id made from its call's id
-// (ownResponseID) is found through the call's own key, before the index:
-// an index entry, which any agent's X-Request-Id can name, never shadows it.
-func (t *tx) sessionOfResponse(m string) (string, error) {
+// sessionsOfResponse returns the sessions of the calls that got response
+// id m (none when no captured call did). A response id made from its
+// call's id (ownResponseID) is found through the call's own key, before
+// the index: an index entry, which any agent's X-Request-Id can name, never
+// shadows it. Otherwise every call indexed under m counts: agents that
+// chose the same X-Request-Id each keep their entry, and the caller's
+// ownership check (TrinityFeedback) keeps one client's reward off
+// another's sessions.
+func (t *tx) sessionsOfResponse(m string) ([]string, error) {
 	if cid := derivedCallID(m); cid != "" {
 		b, err := t.read(callKey(cid))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if b != nil {
 			c, err := decodeCall(b)
 			if err != nil {
-				return "", fmt.Errorf("call %s: %w", cid, err)
+				return nil, fmt.Errorf("call %s: %w", cid, err)
 			}
 			if c.ResponseID == m {
-				return c.Session, nil
+				return []string{c.Session}, nil
 			}
 		}
 	}
+	var sids []string
+	err := t.indexEntries(m, func(sid, _ string) error {
+		sids = append(sids, sid)
+		return nil
+	})
+	return sids, err
+}
+
+// indexEntries calls fn with every response-id index entry for m: the
+// per-call entries and an older store's single one. Each entry's key is
+// checked against the call id its value names, so a response id that
+// holds a NUL cannot reach another id's entries through the prefix.
+func (t *tx) indexEntries(m string, fn func(sid, cid string) error) error {
 	b, err := t.read(respKey(m))
-	if err != nil || b == nil {
-		return "", err
+	if err != nil {
+		return err
 	}
-	sid, _, _ := strings.Cut(string(b), "\x00")
-	return sid, nil
+	if b != nil {
+		sid, cid, _ := strings.Cut(string(b), "\x00")
+		if err := fn(sid, cid); err != nil {
+			return err
+		}
+	}
+	o := badger.DefaultIteratorOptions
+	o.Prefix = append(respKey(m), sep)
+	it := t.txn.NewIterator(o)
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("response index %q: %w", m, err)
+		}
+		sid, cid, _ := strings.Cut(string(v), "\x00")
+		if !bytes.Equal(it.Item().Key(), respIndexKey(m, cid)) {
+			continue
+		}
+		if err := fn(sid, cid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TrinityCommit commits every open session that has a reward and returns

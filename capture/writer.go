@@ -451,7 +451,7 @@ func (s *Store) putCall(t *tx, c *Call, enc []byte) (int, error) {
 		badger.NewEntry(seqKey(c.Session, c.Seq), []byte(c.ID)),
 	}
 	if c.ResponseID != "" && !ownResponseID(c) {
-		entries = append(entries, badger.NewEntry(respKey(c.ResponseID), []byte(c.Session+"\x00"+c.ID)))
+		entries = append(entries, badger.NewEntry(respIndexKey(c.ResponseID, c.ID), []byte(c.Session+"\x00"+c.ID)))
 	}
 	for _, e := range entries {
 		if ttl > 0 {
