@@ -64,8 +64,8 @@ func derivedCallID(responseID string) string {
 // response-id index entry.
 func ownResponseID(c *Call) bool { return c.ResponseID != "" && derivedCallID(c.ResponseID) == c.ID }
 
-func callKey(id string) []byte         { return key(pCall, id) }
-func respKey(id string) []byte         { return key(pResp, id) }
+func callKey(id string) []byte { return key(pCall, id) }
+func respKey(id string) []byte { return key(pResp, id) }
 
 // respIndexKey is the index entry for call callID, which got response id
 // respID: one entry per call, so calls that share a response id (agents
@@ -74,12 +74,12 @@ func respKey(id string) []byte         { return key(pResp, id) }
 // under respKey alone; those are still read (sessionsOfResponse) and
 // deleted with their call (respKeysOf).
 func respIndexKey(respID, callID string) []byte { return key(pResp, respID, callID) }
-func sessionKey(id string) []byte      { return key(pSession, id) }
-func taskKey(task, sess string) []byte { return key(pTask, task, sess) }
-func seqPrefix(sess string) []byte     { return append(key(pSeq, sess), sep) }
-func metaKey(name string) []byte       { return key(pMeta, name) }
-func readyPrefix() []byte              { return []byte{pReady, sep} }
-func statePrefix(st State) []byte      { return []byte{pState, sep, stateByte(st), sep} }
+func sessionKey(id string) []byte               { return key(pSession, id) }
+func taskKey(task, sess string) []byte          { return key(pTask, task, sess) }
+func seqPrefix(sess string) []byte              { return append(key(pSeq, sess), sep) }
+func metaKey(name string) []byte                { return key(pMeta, name) }
+func readyPrefix() []byte                       { return []byte{pReady, sep} }
+func statePrefix(st State) []byte               { return []byte{pState, sep, stateByte(st), sep} }
 func seqKey(sess string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(seqPrefix(sess), seq)
 }
