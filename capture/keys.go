@@ -67,19 +67,12 @@ func ownResponseID(c *Call) bool { return c.ResponseID != "" && derivedCallID(c.
 func callKey(id string) []byte { return key(pCall, id) }
 func respKey(id string) []byte { return key(pResp, id) }
 
-// respIndexKey is the index entry for call callID, which got response id
-// respID: one entry per call, so calls that share a response id (agents
-// that chose their own X-Request-Id alike) are each found, and none
-// overwrites another's. Stores before it kept one entry per response id,
-// under respKey alone; those are still read (sessionsOfResponse) and
-// deleted with their call (respKeysOf).
-func respIndexKey(respID, callID string) []byte { return key(pResp, respID, callID) }
-func sessionKey(id string) []byte               { return key(pSession, id) }
-func taskKey(task, sess string) []byte          { return key(pTask, task, sess) }
-func seqPrefix(sess string) []byte              { return append(key(pSeq, sess), sep) }
-func metaKey(name string) []byte                { return key(pMeta, name) }
-func readyPrefix() []byte                       { return []byte{pReady, sep} }
-func statePrefix(st State) []byte               { return []byte{pState, sep, stateByte(st), sep} }
+func sessionKey(id string) []byte      { return key(pSession, id) }
+func taskKey(task, sess string) []byte { return key(pTask, task, sess) }
+func seqPrefix(sess string) []byte     { return append(key(pSeq, sess), sep) }
+func metaKey(name string) []byte       { return key(pMeta, name) }
+func readyPrefix() []byte              { return []byte{pReady, sep} }
+func statePrefix(st State) []byte      { return []byte{pState, sep, stateByte(st), sep} }
 func seqKey(sess string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(seqPrefix(sess), seq)
 }
@@ -87,6 +80,14 @@ func seqKey(sess string, seq uint64) []byte {
 func readyKey(cursor uint64) []byte {
 	return binary.BigEndian.AppendUint64(readyPrefix(), cursor)
 }
+
+// respIndexKey is the index entry for call callID, which got response id
+// respID: one entry per call, so calls that share a response id (agents
+// that chose their own X-Request-Id alike) are each found, and none
+// overwrites another's. Stores before it kept one entry per response id,
+// under respKey alone; those are still read (sessionsOfResponse) and
+// deleted with their call (respKeysOf).
+func respIndexKey(respID, callID string) []byte { return key(pResp, respID, callID) }
 
 // stateByte names a state in the state index, one distinct byte each.
 // (Stores before index version 2 used the state's first letter, which
