@@ -64,9 +64,8 @@ func derivedCallID(responseID string) string {
 // response-id index entry.
 func ownResponseID(c *Call) bool { return c.ResponseID != "" && derivedCallID(c.ResponseID) == c.ID }
 
-func callKey(id string) []byte { return key(pCall, id) }
-func respKey(id string) []byte { return key(pResp, id) }
-
+func callKey(id string) []byte         { return key(pCall, id) }
+func respKey(id string) []byte         { return key(pResp, id) }
 func sessionKey(id string) []byte      { return key(pSession, id) }
 func taskKey(task, sess string) []byte { return key(pTask, task, sess) }
 func seqPrefix(sess string) []byte     { return append(key(pSeq, sess), sep) }
