@@ -238,8 +238,15 @@ func (p *pool) get(ctx context.Context, e *engine, path string) (int, []byte, er
 	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
 }
 
-// controlClient serves health checks and model listing: small, bounded bodies.
-var controlClient = &fasthttp.Client{NoDefaultUserAgentHeader: true, MaxIdleConnDuration: 4 * time.Second}
+// maxControlBody bounds an engine's answer to a control request (health,
+// /v1/models, /tokenize): 64 MiB holds a model list of thousands of adapters
+// and the token ids of any context window, and keeps a broken engine from
+// making hone read without end.
+const maxControlBody = 64 << 20
+
+// controlClient serves health checks, model listing and /tokenize.
+var controlClient = &fasthttp.Client{NoDefaultUserAgentHeader: true, MaxIdleConnDuration: 4 * time.Second,
+	MaxResponseBodySize: maxControlBody}
 
 // run checks every engine each interval until ctx ends.
 func (p *pool) run(ctx context.Context) {
