@@ -29,7 +29,8 @@ type Aliases struct {
 	table    atomic.Pointer[map[string]Policy]
 	links    map[string][]string // alias → the other names that follow it
 	history  map[string][]Policy
-	inflight sync.Map // policyKey → *atomic.Int64
+	trained  atomic.Pointer[map[string]Policy] // engine-side name of a trained version (agent-v3) → its policy
+	inflight sync.Map                           // policyKey → *atomic.Int64
 }
 
 type policyKey struct {
@@ -40,8 +41,9 @@ type policyKey struct {
 // NewAliases returns a table holding the given policies and their names.
 func NewAliases(initial []AliasConfig) *Aliases {
 	a := &Aliases{history: map[string][]Policy{}, links: map[string][]string{}}
-	m := map[string]Policy{}
+	m, t := map[string]Policy{}, map[string]Policy{}
 	a.table.Store(&m)
+	a.trained.Store(&t)
 	for _, c := range initial {
 		a.Swap(c.Name, c.Target, c.Version)
 		for _, n := range c.Names {
@@ -81,7 +83,22 @@ func (a *Aliases) Swap(alias, target string, version int64) {
 	}
 	a.history[alias] = h
 	a.table.Store(&m)
+	a.storeTrained()
 	a.forgetIdle(alias, version)
+}
+
+// storeTrained rebuilds the map of trained versions' engine-side names from
+// the history; a.mu is held.
+func (a *Aliases) storeTrained() {
+	t := map[string]Policy{}
+	for _, h := range a.history {
+		for _, p := range h {
+			if p.Version > 0 {
+				t[p.Target] = p
+			}
+		}
+	}
+	a.trained.Store(&t)
 }
 
 // Link makes name follow alias: a call for name is served by alias's live
@@ -159,19 +176,30 @@ func (a *Aliases) History(alias string) []Policy {
 // trainedTarget reports whether name is the engine-side name of a trained
 // version (an adapter such as agent-v3) rather than a name agents call.
 func (a *Aliases) trainedTarget(name string) bool {
+	_, ok := a.pinned(name)
+	return ok
+}
+
+// pinned returns the policy of the trained version whose engine-side name
+// (agent-v3) an agent called directly instead of an alias.
+func (a *Aliases) pinned(name string) (Policy, bool) {
 	if _, ok := a.Lookup(name); ok {
-		return false
+		return Policy{}, false
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, h := range a.history {
-		for _, p := range h {
-			if p.Version > 0 && p.Target == name {
-				return true
-			}
-		}
+	p, ok := (*a.trained.Load())[name]
+	return p, ok
+}
+
+// acquirePinned counts a call that names a trained version directly
+// (pinned) against that version, so it is captured as that version and a
+// publisher does not unload the adapter under it; the returned func
+// releases it. ok is false for any other name.
+func (a *Aliases) acquirePinned(name string) (Policy, func(), bool) {
+	p, ok := a.pinned(name)
+	if !ok {
+		return Policy{}, nil, false
 	}
-	return false
+	return p, a.hold(p.Alias, p.Version), true
 }
 
 // InFlight is the number of calls currently served by alias at version.

@@ -86,6 +86,8 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false); err == nil {
 			ctx.Request.SetBody(body)
 		}
+	} else if p, release, ok := s.aliases.acquirePinned(model); ok {
+		c.policy, c.release = p, release
 	}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hone-rl/hone/rollout"
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 )
 
 // A rollout's candidate serves its share of sessions, each session keeps
@@ -152,5 +153,49 @@ func TestAliasAnswerKeepsAgentsModelName(t *testing.T) {
 		if n == 0 {
 			t.Fatalf("stream %v: no model field in %s", stream, r.body)
 		}
+	}
+}
+
+// An agent that names a trained version's adapter (agent-v3) directly, not
+// the alias, is served that adapter, told and captured as version 3, and
+// counted in flight against it (a publisher does not unload it under the
+// call); no rollout moves it. The alias keeps serving the live version.
+func TestPinnedVersionCall(t *testing.T) {
+	stub := newStub(t)
+	release, arrived := make(chan struct{}), make(chan struct{}, 4)
+	fixed := replay(t, fixture(t, "chat", "upstream.json"), 0)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		arrived <- struct{}{}
+		<-release
+		fixed(ctx)
+	}
+	h := startHone(t, func(o *Options) { o.Aliases = []AliasConfig{{Name: "agent", Target: "agent-v3", Version: 3}} }, stub)
+	h.s.aliases.Swap("agent", "agent-v4", 4)
+	done := make(chan *rawResponse, 1)
+	go func() {
+		done <- post(t, h.url, "/v1/chat/completions", []byte(`{"model":"agent-v3","messages":[{"role":"user","content":"hi"}]}`), nil)
+	}()
+	<-arrived
+	if n := h.s.aliases.InFlight("agent", 3); n != 1 {
+		t.Errorf("a call naming agent-v3: %d calls in flight on version 3, want 1", n)
+	}
+	close(release)
+	r := <-done
+	if up, _ := stub.lastRequest(); r.status != 200 || gjson.GetBytes(up, "model").String() != "agent-v3" {
+		t.Fatalf("%d, engine asked for %s", r.status, gjson.GetBytes(up, "model"))
+	}
+	if v := r.header.Get("X-Hone-Policy"); v != "3" {
+		t.Errorf("X-Hone-Policy %q, want 3", v)
+	}
+	calls := waitCalls(t, h.rec, 1)
+	if c := calls[0]; c.Policy != "agent" || c.Version != 3 {
+		t.Errorf("captured as policy %q version %d, want agent 3", c.Policy, c.Version)
+	}
+	if n := h.s.aliases.InFlight("agent", 3); n != 0 {
+		t.Errorf("%d calls in flight on version 3 after the call", n)
+	}
+	r = post(t, h.url, "/v1/chat/completions", []byte(`{"model":"agent","messages":[{"role":"user","content":"hi"}]}`), nil)
+	if up, _ := stub.lastRequest(); gjson.GetBytes(up, "model").String() != "agent-v4" || r.header.Get("X-Hone-Policy") != "4" {
+		t.Errorf("the alias: engine asked for %s, policy %q; want agent-v4, 4", gjson.GetBytes(up, "model"), r.header.Get("X-Hone-Policy"))
 	}
 }
