@@ -30,7 +30,7 @@ type Aliases struct {
 	links    map[string][]string // alias → the other names that follow it
 	history  map[string][]Policy
 	trained  atomic.Pointer[map[string]Policy] // engine-side name of a trained version (agent-v3) → its policy
-	inflight sync.Map                           // policyKey → *atomic.Int64
+	inflight sync.Map                          // policyKey → *atomic.Int64
 }
 
 type policyKey struct {
