@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func FuzzParseHoneHeaders(f *testing.F) {
@@ -19,6 +20,7 @@ func FuzzParseHoneHeaders(f *testing.F) {
 	f.Add("", "", "true", "", "-1e3", "yes")
 	f.Add("x\x00y", "t", "maybe", ",,,", "NaN", "2")
 	f.Add("s", "", "0", "x", "inf", "false")
+	f.Add("s\xff", "t\xc3", "1", "ok,\xfe\xff", "1", "1")
 	f.Fuzz(func(t *testing.T, sess, task, train, tags, reward, commit string) {
 		vals := map[string]string{"X-Hone-Session": sess, "X-Hone-Task": task, "X-Hone-Train": train,
 			"X-Hone-Tags": tags, "X-Hone-Reward": reward, "X-Hone-Commit": commit}
@@ -31,6 +33,11 @@ func FuzzParseHoneHeaders(f *testing.F) {
 		}
 		if len(h.Tags) > maxTags {
 			t.Fatalf("%d tags", len(h.Tags))
+		}
+		for _, tag := range h.Tags {
+			if !utf8.ValidString(tag) {
+				t.Fatalf("tag %q is not UTF-8", tag)
+			}
 		}
 		for _, id := range []string{h.Session, h.Task} {
 			if _, e := ParseID(id); e != nil {
@@ -51,6 +58,11 @@ func TestParseHoneHeaders(t *testing.T) {
 	want := HoneHeaders{Session: "s1", Train: 0, Tags: []string{"a", "b"}, Reward: ptr(0.75), Commit: true}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("got %+v, want %+v", h, want)
+	}
+	vals = map[string]string{"X-Hone-Session": "s\xff1", "X-Hone-Tags": "a,b\xfe,c"}
+	h, err = ParseHoneHeaders(func(n string) string { return vals[n] }, DefaultHeaderNames())
+	if err == nil || !strings.Contains(err.Error(), "UTF-8") || h.Session != "" || !reflect.DeepEqual(h.Tags, []string{"a", "c"}) {
+		t.Fatalf("a session id and a tag that are not UTF-8: %+v %v", h, err)
 	}
 	vals = map[string]string{"X-Hone-Reward": "lots", "X-Hone-Train": "2"}
 	h, err = ParseHoneHeaders(func(n string) string { return vals[n] }, DefaultHeaderNames())

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // HeaderNames are the request header names hone reads; configurable so an
@@ -60,12 +61,16 @@ func ParseHoneHeaders(get func(name string) string, names HeaderNames) (HoneHead
 	return h, errors.Join(errs...)
 }
 
-// ParseID validates a session or task id: at most 256 bytes, printable, no
-// NUL. The empty string means unset.
+// ParseID validates a session or task id: at most 256 bytes of UTF-8 (an id
+// reads back through JSON as sent), printable, no NUL. The empty string
+// means unset.
 func ParseID(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > maxIDLen {
 		return "", fmt.Errorf("id longer than %d bytes", maxIDLen)
+	}
+	if !utf8.ValidString(s) {
+		return "", errors.New("id is not valid UTF-8")
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
@@ -127,7 +132,8 @@ func ParseReward(s string) (*float64, error) {
 var decimalNumber = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 // ParseTags splits a comma-separated tag list, trimming blanks and dropping
-// empty, duplicate, over-long (>128 bytes) and excess (>32) tags.
+// empty, duplicate, over-long (>128 bytes), non-UTF-8 and excess (>32)
+// tags.
 func ParseTags(s string) []string {
 	if strings.TrimSpace(s) == "" {
 		return nil
@@ -135,7 +141,7 @@ func ParseTags(s string) []string {
 	var out []string
 	for _, t := range strings.Split(s, ",") {
 		t = strings.TrimSpace(t)
-		if t == "" || len(t) > maxTagLen || contains(out, t) {
+		if t == "" || len(t) > maxTagLen || !utf8.ValidString(t) || contains(out, t) {
 			continue
 		}
 		if len(out) == maxTags {
