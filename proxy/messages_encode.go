@@ -84,7 +84,7 @@ func (e *messagesEncoder) body(chat []byte, status int) []byte {
 		content = append(content, bl.json(true))
 	}
 	reason, seq := e.stopReason()
-	out, _ := json.Marshal(anthMessage{ID: e.id, Type: "message", Role: "assistant", Model: e.model, Content: content,
+	out := marshalUnescaped(anthMessage{ID: e.id, Type: "message", Role: "assistant", Model: e.model, Content: content,
 		StopReason: &reason, StopSequence: seq, Usage: e.usageOut()})
 	return out
 }
@@ -375,7 +375,7 @@ func (e *messagesEncoder) fail(msg string) []byte {
 }
 
 func (e *messagesEncoder) emit(out []byte, typ string, ev map[string]any) []byte {
-	b, _ := json.Marshal(ev)
+	b := marshalUnescaped(ev)
 	out = append(out, "event: "...)
 	out = append(out, typ...)
 	out = append(out, "\ndata: {\"type\":"...)

@@ -1,6 +1,11 @@
 package proxy
 
-import "github.com/valyala/fasthttp"
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+)
 
 // reply is how an engine's answer reaches the agent, one type per kind of
 // agent API: native (the engine's own API: its answer as sent, less what
@@ -98,4 +103,19 @@ func (t translated) warnings() []string {
 		return w.warnings()
 	}
 	return nil
+}
+
+// marshalUnescaped encodes v as the providers and Python's json write JSON:
+// <, > and & raw, not escaped as Go's json.Marshal does for HTML. Answers to
+// the agent use it (code and markup stay as the model wrote them), and so
+// does text hone writes into a prompt, where an escape would reach the model
+// as six characters.
+func marshalUnescaped(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil // only values hone builds reach here, all encodable
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -93,7 +93,7 @@ func (e *responsesEncoder) body(chat []byte, status int) []byte {
 		it.closed = true
 	}
 	e.keep()
-	out, _ := json.Marshal(e.response(e.status()))
+	out := marshalUnescaped(e.response(e.status()))
 	return out
 }
 
@@ -348,7 +348,7 @@ func (e *responsesEncoder) emit(out []byte, typ string, ev map[string]any) []byt
 	ev["type"] = typ
 	ev["sequence_number"] = e.seq
 	e.seq++
-	b, _ := json.Marshal(ev)
+	b := marshalUnescaped(ev)
 	out = append(out, "event: "...)
 	out = append(out, typ...)
 	out = append(out, "\ndata: "...)

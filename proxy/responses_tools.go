@@ -390,6 +390,5 @@ func customInput(args string) string {
 
 // customArguments is the engine's arguments of a custom tool call with input.
 func customArguments(input string) string {
-	b, _ := json.Marshal(map[string]string{"input": input})
-	return string(b)
+	return string(marshalUnescaped(map[string]string{"input": input}))
 }
