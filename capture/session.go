@@ -93,6 +93,9 @@ const sessionVersion = 1
 
 func encodeSession(s *Session) ([]byte, error) {
 	s.V = sessionVersion
+	if b, ok := appendSession(make([]byte, 0, 320+len(s.ID)+len(s.Model)+len(s.Owner)), s); ok {
+		return b, nil
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("encode session %s: %w", s.ID, err)
