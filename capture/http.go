@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hone-rl/hone/internal/jsonerr"
 )
 
 // maxBody bounds control-plane request bodies.
@@ -61,33 +61,13 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, map[string]apiError{"error": e})
 }
 
-// fieldError is a body field of the wrong JSON type: the error names the
-// field in its message and in OpenAI's "param".
-type fieldError struct{ field, want, got string }
+// fieldError is a body field at fault: the error names the field in its
+// message and in OpenAI's "param".
+type fieldError struct{ field, msg string }
 
-func (e *fieldError) Error() string {
-	return fmt.Sprintf("%s must be %s, not a JSON %s", e.field, e.want, e.got)
-}
+func (e *fieldError) Error() string { return e.msg }
 
 func (e *fieldError) Unwrap() error { return ErrInvalid }
-
-// jsonKind says in words what JSON value a Go type takes.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return "an object"
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -99,6 +79,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // allowEmpty is set.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
+		return fmt.Errorf("the body is larger than %d bytes: %w", me.Limit, ErrInvalid)
+	}
 	if err != nil {
 		return fmt.Errorf("read body: %v: %w", err, ErrInvalid)
 	}
@@ -109,15 +92,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 		return fmt.Errorf("empty body: %w", ErrInvalid)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" && te.Type != nil {
-			return &fieldError{field: te.Field, want: jsonKind(te.Type), got: te.Value}
+		msg, field := jsonerr.Describe(err)
+		if field != "" {
+			return &fieldError{field: field, msg: msg}
 		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fmt.Errorf("the body is not valid JSON (at byte %d): %w", se.Offset, ErrInvalid)
-		}
-		return fmt.Errorf("the body does not fit this route: %v: %w", err, ErrInvalid)
+		return fmt.Errorf("%s: %w", msg, ErrInvalid)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hone-rl/hone/internal/jsonerr"
 	"github.com/hone-rl/hone/rollout"
 )
 
@@ -102,14 +103,16 @@ func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) swapPolicy(w http.ResponseWriter, r *http.Request) {
-	var p struct {
-		Policy
-		Names []string `json:"names"` // more model names that follow the alias
+	var p struct { // Policy's fields, spelled out so a decode error names them alone
+		Alias   string   `json:"alias"`
+		Target  string   `json:"target"`
+		Version int64    `json:"version"`
+		Names   []string `json:"names"` // more model names that follow the alias
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		httpError(w, http.StatusBadRequest, "bad policy: "+err.Error())
+		badBody(w, "bad policy", err)
 		return
 	}
 	if p.Alias == "" || p.Target == "" {
@@ -121,7 +124,7 @@ func (s *Server) swapPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.aliases.Swap(p.Alias, p.Target, p.Version)
 	s.log.Info("policy swapped", "alias", p.Alias, "target", p.Target, "version", p.Version, "names", s.aliases.Names(p.Alias))
-	writeJSON(w, http.StatusOK, p.Policy)
+	writeJSON(w, http.StatusOK, Policy{Alias: p.Alias, Target: p.Target, Version: p.Version})
 }
 
 // setRollout applies an operator's action to an alias's rollout:
@@ -142,7 +145,7 @@ func (s *Server) setRollout(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, "bad rollout action: "+err.Error())
+		badBody(w, "bad rollout action", err)
 		return
 	}
 	alias := chi.URLParam(r, "alias")
@@ -182,6 +185,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// badBody answers 400 for a body that did not decode, naming the field at
+// fault in the message and in "param" (jsonerr), not Go's types.
+func badBody(w http.ResponseWriter, what string, err error) {
+	msg, field := jsonerr.Describe(err)
+	status := http.StatusBadRequest
+	if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	writeAPIError(w, &apiError{status: status, typ: "invalid_request_error", code: "invalid_body", msg: what + ": " + msg,
+		param: field})
+}
+
 func httpError(w http.ResponseWriter, status int, msg string) {
 	typ := "invalid_request_error" // 4xx: the caller's (OpenAI's type for a bad key too)
 	switch {
@@ -190,9 +205,12 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	case status >= 500:
 		typ = "server_error"
 	}
-	e := &apiError{status: status, typ: typ, code: strings.ToLower(strings.ReplaceAll(
-		http.StatusText(status), " ", "_")), msg: msg}
+	writeAPIError(w, &apiError{status: status, typ: typ, code: strings.ToLower(strings.ReplaceAll(
+		http.StatusText(status), " ", "_")), msg: msg})
+}
+
+func writeAPIError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
+	w.WriteHeader(e.status)
 	_, _ = w.Write(appendErrorJSON(nil, e))
 }

@@ -111,6 +111,20 @@ func TestControlPlane(t *testing.T) {
 	if st, _ := do("PUT", "/admin/policies", "secret", `{"alias":"agent"}`); st != 400 {
 		t.Errorf("swap without target: %d", st)
 	}
+	// a body that does not decode is named in the caller's words, never Go's types
+	for _, tc := range []struct{ body, msg, param string }{
+		{`{"alias":"agent","target":"t","version":"2"}`, "bad policy: version must be a number, not a JSON string", "version"},
+		{`{"alias":"agent","target":"t","verison":2}`, `bad policy: unknown field "verison"`, "verison"},
+		{`{"alias":"agent",`, "bad policy: the body is not valid JSON (it ends early)", ""},
+		{`{"alias":}`, "bad policy: the body is not valid JSON (at byte 10)", ""},
+		{``, "bad policy: the body is empty", ""},
+	} {
+		st, b := do("PUT", "/admin/policies", "secret", tc.body)
+		if st != 400 || gjson.Get(b, "error.message").String() != tc.msg || gjson.Get(b, "error.param").String() != tc.param ||
+			strings.Contains(b, "Go struct") || strings.Contains(b, "int64") {
+			t.Errorf("%s: %d %s; want 400 %q param %q", tc.body, st, b, tc.msg, tc.param)
+		}
+	}
 	_, b := do("GET", "/admin/policies", "secret", "")
 	if gjson.Get(b, "policies.0.version").Int() != 1 || gjson.Get(b, "policies.0.history.#").Int() != 2 {
 		t.Errorf("policies %s", b)
