@@ -83,37 +83,62 @@ const releaseCheck = 250 * time.Millisecond
 // whose space is mostly expired or deleted.
 const vlogGCInterval = 10 * time.Minute
 
-// Sweep runs one janitor pass as of now: idle sessions close, committed
+// Sweep runs one janitor sweep as of now: idle sessions close, committed
 // sessions past the reward deadline get the default reward or are dropped,
-// and consumed sessions are evicted above the size cap.
+// and consumed sessions are evicted above the size cap. Closing and the
+// deadline run in passes of at most maxPerPass sessions, one transaction
+// each, with recorded calls written in between, until none is due or
+// sweepBudget is spent: a store that opens more sessions per second than
+// one pass closes (header-less one-call sessions at a few hundred calls
+// per second) keeps up instead of falling further behind every second.
 func (s *Store) Sweep(ctx context.Context, now time.Time) error {
-	err := s.do(ctx, func() error {
-		if err := s.closeIdle(now); err != nil {
+	for _, pass := range []func(time.Time) (int, error){s.closeIdle, s.applyDeadline} {
+		err := s.passes(ctx, func() (n int, err error) {
+			err = s.do(ctx, func() error { n, err = pass(now); return err })
+			return n, err
+		})
+		if err != nil {
 			return err
 		}
-		return s.applyDeadline(now)
-	})
-	if err != nil {
-		return err
 	}
 	if s.opts.Retention.MaxBytes > 0 {
-		lsm, vlog := s.db.Size()
-		if over := lsm + vlog - s.opts.Retention.MaxBytes; over > 0 {
-			_, err = s.Evict(ctx, maxPerPass)
+		// one pass a sweep: Badger refreshes the sizes once a minute, so
+		// more passes would evict on a figure that does not see them
+		if lsm, vlog := s.db.Size(); lsm+vlog > s.opts.Retention.MaxBytes {
+			_, err := s.Evict(ctx, maxPerPass)
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
-func (s *Store) closeIdle(now time.Time) error {
+// sweepBudget bounds the time one sweep spends on one kind of work.
+const sweepBudget = 500 * time.Millisecond
+
+// passes runs pass until it does less than a full pass, ctx ends or
+// sweepBudget is spent. Each pass is its own unit on the writer, so calls
+// recorded meanwhile are not held up behind the whole sweep.
+func (s *Store) passes(ctx context.Context, pass func() (int, error)) error {
+	stop := time.Now().Add(sweepBudget)
+	for {
+		n, err := pass()
+		if err != nil || n < maxPerPass || ctx.Err() != nil || time.Now().After(stop) {
+			return err
+		}
+	}
+}
+
+// closeIdle closes up to maxPerPass sessions idle since before now less
+// the idle timeout, and returns how many it looked at.
+func (s *Store) closeIdle(now time.Time) (int, error) {
 	idle := s.opts.Session.IdleTimeout
 	if idle <= 0 {
-		return nil
+		return 0, nil
 	}
 	cutoff := now.Add(-idle)
 	ids := s.w.open.before(cutoff, maxPerPass)
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
 	err := s.update(true, func(t *tx) error {
 		for _, id := range ids {
@@ -132,18 +157,21 @@ func (s *Store) closeIdle(now time.Time) error {
 	if err == nil {
 		s.w.open.drop(ids, cutoff)
 	}
-	return err
+	return len(ids), err
 }
 
-func (s *Store) applyDeadline(now time.Time) error {
+// applyDeadline gives up to maxPerPass committed sessions past the reward
+// deadline the default reward or drops them, and returns how many it
+// looked at.
+func (s *Store) applyDeadline(now time.Time) (int, error) {
 	dl := s.opts.Reward.Deadline
 	if dl <= 0 {
-		return nil
+		return 0, nil
 	}
 	cutoff := now.Add(-dl)
 	ids := s.w.waiting.before(cutoff, maxPerPass)
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
 	def := s.opts.Reward.Default
 	err := s.update(true, func(t *tx) error {
@@ -171,7 +199,7 @@ func (s *Store) applyDeadline(now time.Time) error {
 	if err == nil {
 		s.w.waiting.drop(ids, cutoff)
 	}
-	return err
+	return len(ids), err
 }
 
 // Evict deletes up to max consumed sessions, oldest consumed first, with

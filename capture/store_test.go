@@ -323,6 +323,48 @@ func TestIdleTimeoutAndRewardDeadline(t *testing.T) {
 	}
 }
 
+// TestSweepKeepsUp: one sweep closes every session idle past the timeout,
+// and applies the deadline to every one past it, not one pass of
+// maxPerPass: at one sweep a second, a store opening more sessions a second
+// than a pass closes fell further behind every second, and kept them all
+// in memory.
+func TestSweepKeepsUp(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Session.IdleTimeout = time.Minute
+	o.Reward.Deadline = time.Hour
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	const n = 3*maxPerPass + 17
+	for i := range n {
+		s.Record(v.makeCall(fmt.Sprintf("call-%d", i), fmt.Sprintf("s%d", i), prompts[0], replies[0], 1))
+	}
+	s.syncQueue(t)
+	count := func(st State) int {
+		t.Helper()
+		k := 0
+		err := s.Sessions(ctx, ExportFilter{States: []State{st}}, func(*Session) error { k++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if err := s.Sweep(ctx, time.Now().Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if open, committed := count(StateOpen), count(StateCommitted); open != 0 || committed != n {
+		t.Fatalf("after one sweep past the idle timeout: %d open, %d committed; want 0 and %d", open, committed, n)
+	}
+	if err := s.Sweep(ctx, time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if committed, dropped := count(StateCommitted), count(StateDropped); committed != 0 || dropped != n {
+		t.Fatalf("after one sweep past the deadline: %d committed, %d dropped; want 0 and %d", committed, dropped, n)
+	}
+}
+
 func TestRewardDeadlineDrops(t *testing.T) {
 	ctx := context.Background()
 	o := testOptions()
