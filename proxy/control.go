@@ -83,7 +83,7 @@ type policyView struct {
 }
 
 func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request) {
-	var out []policyView
+	out := []policyView{} // [] with no policy, not null
 	for _, p := range s.aliases.List() {
 		v := policyView{versionView: versionView{p, s.aliases.InFlight(p.Alias, p.Version)}, Names: s.aliases.Names(p.Alias)}
 		for _, h := range s.aliases.History(p.Alias) {

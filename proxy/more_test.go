@@ -171,3 +171,19 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	waitCalls(t, h.rec, 1)
 }
+
+// With no policy, /admin/policies lists none as an empty array, not null.
+func TestNoPoliciesListed(t *testing.T) {
+	h := startHone(t, nil, newStub(t))
+	ctl := httptest.NewServer(NewControl(h.s, "", h.reg))
+	defer ctl.Close()
+	resp, err := http.Get(ctl.URL + "/admin/policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != `{"policies":[]}` {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+}
