@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -345,14 +346,19 @@ func (e *responsesEncoder) response(status string) map[string]any {
 // emit appends one SSE event: "event: TYPE" and its data with type and
 // sequence_number.
 func (e *responsesEncoder) emit(out []byte, typ string, ev map[string]any) []byte {
-	ev["type"] = typ
-	ev["sequence_number"] = e.seq
-	e.seq++
 	b := marshalUnescaped(ev)
 	out = append(out, "event: "...)
 	out = append(out, typ...)
-	out = append(out, "\ndata: "...)
-	out = append(out, b...)
+	// type and sequence_number first, as OpenAI writes them
+	out = append(out, "\ndata: {\"type\":"...)
+	out = strconv.AppendQuote(out, typ)
+	out = append(out, `,"sequence_number":`...)
+	out = strconv.AppendInt(out, int64(e.seq), 10)
+	e.seq++
+	if len(b) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, b[1:]...)
 	return append(out, "\n\n"...)
 }
 
