@@ -24,6 +24,9 @@ type ControlRoutes func(r chi.Router)
 // /metrics, /admin/policies and the mounted routes.
 func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...ControlRoutes) http.Handler {
 	r := chi.NewRouter()
+	if token == "" { // a loopback listener (Options.Validate): browsers on the machine reach it
+		r.Use(sameSiteOnly)
+	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {

@@ -250,7 +250,7 @@ func TestClientDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := chatReq(true)
-	c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: " +
+	c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
 	buf := make([]byte, 4096)
 	if _, err := c.Read(buf); err != nil {

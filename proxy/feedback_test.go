@@ -106,7 +106,7 @@ func TestMountedRouteSeesItsOwnPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = conn.Write([]byte("POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"))
+		_, _ = conn.Write([]byte("POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"))
 		b, _ := io.ReadAll(conn)
 		conn.Close()
 		if !strings.HasPrefix(string(b), "HTTP/1.1 200") {

@@ -185,6 +185,9 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	if len(s.keys) == 0 && s.browserGuard(ctx) {
+		return
+	}
 	path := string(ctx.Path())
 	if h, ok := s.mounted[path]; ok {
 		s.serveMounted(ctx, h)

@@ -31,9 +31,18 @@ func request(t *testing.T, base, method, path string, body []byte, hdr map[strin
 	}
 	defer c.Close()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: hone\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, len(body))
+	host, ct := strings.TrimPrefix(base, "http://"), "application/json" // hdr may set others
+	if v, ok := hdr["Host"]; ok {
+		host = v
+	}
+	if v, ok := hdr["Content-Type"]; ok {
+		ct = v
+	}
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n", method, path, host, ct, len(body))
 	for k, v := range hdr {
-		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		if k != "Host" && k != "Content-Type" {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
 	}
 	b.WriteString("Connection: close\r\n\r\n")
 	b.Write(body)
@@ -347,6 +356,73 @@ func TestEngineURLCredentialsRefused(t *testing.T) {
 		}
 		if err != nil && (strings.Contains(err.Error(), "s3cretpw") || strings.Contains(err.Error(), "token@")) {
 			t.Errorf("%s: the error repeats the credentials: %v", c.url, err)
+		}
+	}
+}
+
+// A web page in a browser on hone's machine may not use a plane that has no
+// credentials: a cross-site request (Origin of another site, Sec-Fetch-Site:
+// cross-site), even a "simple" text/plain POST that needs no CORS
+// preflight, and a page whose DNS name was rebound to 127.0.0.1 (Host not a
+// loopback name) are refused 403 before anything runs. Agents' SDKs (no
+// Origin) and pages served from localhost pass; with client keys or a
+// control token the credentials decide.
+func TestBrowserCannotUseUncredentialedPlanes(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	for _, keyed := range []bool{false, true} {
+		h := startHone(t, func(o *Options) {
+			if keyed {
+				o.ClientKeys = []string{"sk-a"}
+			}
+		}, stub)
+		token := ""
+		if keyed {
+			token = "secret"
+		}
+		ctl := httptest.NewServer(NewControl(h.s, token, h.reg))
+		defer ctl.Close()
+		for _, tc := range []struct {
+			name    string
+			hdr     map[string]string
+			refused bool
+		}{
+			{"an SDK", nil, false},
+			{"a page of another site, simple POST", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain"}, true},
+			{"a sandboxed page", map[string]string{"Origin": "null"}, true},
+			{"a cross-site fetch", map[string]string{"Sec-Fetch-Site": "cross-site"}, true},
+			{"DNS rebinding", map[string]string{"Host": "rebind.evil.example:8080"}, true},
+			{"a page on localhost", map[string]string{"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"}, false},
+			{"a page on 127.0.0.1", map[string]string{"Origin": "http://127.0.0.1:5173", "Host": "localhost:8080"}, false},
+			{"IPv6 loopback", map[string]string{"Origin": "http://[::1]:3000", "Host": "[::1]:8080"}, false},
+		} {
+			hdr := map[string]string{}
+			for k, v := range tc.hdr {
+				hdr[k] = v
+			}
+			if keyed {
+				hdr["Authorization"] = "Bearer sk-a"
+			}
+			before := stub.served.Load()
+			r := request(t, h.url, "POST", "/v1/chat/completions", chatReq(false), hdr)
+			want := 200
+			if tc.refused && !keyed {
+				want = 403
+			}
+			if r.status != want || want == 403 && (stub.served.Load() != before || !strings.Contains(string(r.body), "cross_site_request")) {
+				t.Errorf("keys %v, data plane, %s: %d %s; want %d", keyed, tc.name, r.status, r.body, want)
+			}
+			hdr = map[string]string{}
+			for k, v := range tc.hdr {
+				hdr[k] = v
+			}
+			if keyed {
+				hdr["Authorization"] = "Bearer secret"
+			}
+			r = request(t, ctl.URL, "PUT", "/admin/policies", []byte(`{"alias":"agent","target":"agent-v9","version":9}`), hdr)
+			if r.status != want {
+				t.Errorf("token %v, control plane, %s: %d %s; want %d", keyed, tc.name, r.status, r.body, want)
+			}
 		}
 	}
 }

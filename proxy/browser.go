@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// A plane without credentials (the data plane without client keys, the
+// control plane without a token) trusts whoever reaches it, and a browser on
+// the same machine reaches a loopback listener: any web page may POST to
+// http://127.0.0.1:8080 without a CORS preflight (a "simple" request), and a
+// page whose DNS name is rebound to 127.0.0.1 reads the answers too
+// (captured prompts, experiences) and swaps policies. Such planes refuse a
+// request a browser marks as coming from another site (Origin that is not a
+// loopback origin, Sec-Fetch-Site: cross-site) and, on a loopback listener,
+// a Host that is not a loopback name (DNS rebinding). Agents' SDKs, curl
+// and peers send no Origin and name the address they dialled.
+
+// crossSite returns why a request on a plane without credentials is
+// refused, or "" when it may proceed. checkHost is set on a loopback
+// listener, where every legitimate Host is a loopback name.
+func crossSite(host, origin, fetchSite string, checkHost bool) string {
+	if origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || !loopbackName(u.Hostname()) {
+			return "a web page of another origin (" + clip(origin) + ") may not use a hone plane that has no " +
+				"credentials; give hone client keys or a control token to call it from a browser"
+		}
+	}
+	if strings.EqualFold(fetchSite, "cross-site") {
+		return "a cross-site browser request may not use a hone plane that has no credentials"
+	}
+	if checkHost && host != "" {
+		h := host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			h = hh
+		}
+		if !loopbackName(h) {
+			return "Host " + clip(host) + " is not a loopback name: a loopback listener without credentials " +
+				"answers only requests addressed to localhost or a loopback address"
+		}
+	}
+	return ""
+}
+
+// loopbackName reports whether h is localhost (or a name under .localhost,
+// which browsers resolve to loopback themselves) or a loopback address.
+func loopbackName(h string) bool {
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// clip cuts a value echoed in an error to 64 bytes.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// browserGuard answers 403 and reports true for a request the data plane,
+// without client keys, refuses (crossSite). The Host is checked on requests
+// that arrived over loopback, whose client dialled a loopback address (on a
+// listener with agents_trust_each_other, other agents may use any name).
+func (s *Server) browserGuard(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	origin, site := h.Peek("Origin"), h.Peek("Sec-Fetch-Site")
+	local := ctx.LocalIP().IsLoopback()
+	if len(origin) == 0 && len(site) == 0 && !local {
+		return false
+	}
+	why := crossSite(string(ctx.Host()), string(origin), string(site), local)
+	if why == "" {
+		return false
+	}
+	s.failAPI(ctx, surfaceOf(ctx), &apiError{403, "permission_error", "cross_site_request", why, ""})
+	return true
+}
+
+// sameSiteOnly is the control plane's guard without a token (crossSite).
+func sameSiteOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := crossSite(r.Host, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), true); why != "" {
+			httpError(w, http.StatusForbidden, why)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
