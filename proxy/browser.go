@@ -68,12 +68,13 @@ func clip(s string) string {
 
 // browserGuard answers 403 and reports true for a request the data plane,
 // without client keys, refuses (crossSite). The Host is checked on requests
-// that arrived over loopback, whose client dialled a loopback address (on a
-// listener with agents_trust_each_other, other agents may use any name).
+// that arrived over loopback, whose client dialled a loopback address,
+// unless agents_trust_each_other says whoever reaches hone is trusted (a
+// reverse proxy on the same host passes its clients' Host on).
 func (s *Server) browserGuard(ctx *fasthttp.RequestCtx) bool {
 	h := &ctx.Request.Header
 	origin, site := h.Peek("Origin"), h.Peek("Sec-Fetch-Site")
-	local := ctx.LocalIP().IsLoopback()
+	local := !s.opts.AgentsTrustEachOther && ctx.LocalIP().IsLoopback()
 	if len(origin) == 0 && len(site) == 0 && !local {
 		return false
 	}

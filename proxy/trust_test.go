@@ -370,6 +370,13 @@ func TestEngineURLCredentialsRefused(t *testing.T) {
 func TestBrowserCannotUseUncredentialedPlanes(t *testing.T) {
 	stub := newStub(t)
 	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	trusting := startHone(t, func(o *Options) { o.AgentsTrustEachOther = true }, stub)
+	if r := request(t, trusting.url, "POST", "/v1/chat/completions", chatReq(false), map[string]string{"Host": "api.example.com"}); r.status != 200 {
+		t.Errorf("agents_trust_each_other, a Host a reverse proxy passed on: %d %s", r.status, r.body)
+	}
+	if r := request(t, trusting.url, "POST", "/v1/chat/completions", chatReq(false), map[string]string{"Origin": "http://evil.example"}); r.status != 403 {
+		t.Errorf("agents_trust_each_other, a page of another site: %d %s", r.status, r.body)
+	}
 	for _, keyed := range []bool{false, true} {
 		h := startHone(t, func(o *Options) {
 			if keyed {
