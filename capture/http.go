@@ -141,6 +141,10 @@ func (s *Store) handleCommit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sessionReply(rec))
 }
 
+// maxMsgIDs bounds the response ids of one Trinity feedback (each is looked
+// up on the capture writer): a task's trajectory names tens.
+const maxMsgIDs = 1024
+
 // TrinityFeedbackReq is Trinity-RFT's feedback body. task_id and run_id may
 // be numbers, strings or null; msg_ids are the response ids the agent saw.
 type TrinityFeedbackReq struct {
@@ -155,6 +159,9 @@ func (q *TrinityFeedbackReq) parse() (ids []string, reward float64, task, run st
 	if q.Reward == nil {
 		return nil, 0, "", "", fmt.Errorf("reward is required: %w", ErrInvalid)
 	}
+	if len(q.MsgIDs) > maxMsgIDs {
+		return nil, 0, "", "", fmt.Errorf("msg_ids: %d ids, at most %d in one feedback: %w", len(q.MsgIDs), maxMsgIDs, ErrInvalid)
+	}
 	for _, m := range q.MsgIDs {
 		id, err := scalarString(m)
 		if err != nil || id == "" {
@@ -168,7 +175,10 @@ func (q *TrinityFeedbackReq) parse() (ids []string, reward float64, task, run st
 	if err != nil {
 		return nil, 0, "", "", fmt.Errorf("task_id: %v: %w", err, ErrInvalid)
 	}
-	if run, err = scalarString(q.RunID); err != nil {
+	if run, err = scalarString(q.RunID); err == nil {
+		run, err = ParseID(run)
+	}
+	if err != nil {
 		return nil, 0, "", "", fmt.Errorf("run_id: %v: %w", err, ErrInvalid)
 	}
 	return ids, *q.Reward, task, run, nil

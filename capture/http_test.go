@@ -149,6 +149,10 @@ func TestHTTPTrinityFeedbackAndCommit(t *testing.T) {
 		{`{"msg_ids":` + ids(a) + `}`, 400},
 		{`{"msg_ids":[{}],"reward":1}`, 400},
 		{`{"msg_ids":` + ids(a) + `,"reward":1,"run_id":[1]}`, 400},
+		// run_id follows task_id's rules: no control characters, 256 bytes
+		{`{"msg_ids":` + ids(a) + `,"reward":1,"run_id":"r\u0000\u001b[2J"}`, 400},
+		{`{"msg_ids":` + ids(a) + `,"reward":1,"run_id":"` + strings.Repeat("r", 257) + `"}`, 400},
+		{`{"msg_ids":[` + strings.Repeat(`"chatcmpl-x",`, maxMsgIDs) + `"chatcmpl-x"],"reward":1}`, 400},
 	}
 	for _, tc := range cases {
 		if status, out := post(t, srv.URL+"/feedback", tc.body); status != tc.status {
