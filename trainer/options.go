@@ -2,7 +2,9 @@ package trainer
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/model"
@@ -177,6 +179,9 @@ func (o Options) Validate() error {
 	switch {
 	case o.Name == "":
 		return fmt.Errorf("name: empty, want the policy alias agents call")
+	case !pathElement(o.Name):
+		return fmt.Errorf("name: %q names checkpoints/<name>/ and adapters <name>-vN: want one path element "+
+			"of at most 128 bytes, without '/', '\\', control characters, '.' or '..'", o.Name)
 	case o.Mode != ModeLoRA && o.Mode != ModeFull:
 		return fmt.Errorf("mode: %q, want lora or full", o.Mode)
 	case o.Mode == ModeFull && o.Loss.KLCoef > 0:
@@ -211,4 +216,19 @@ func (o Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// pathElement reports whether name can be one folder's name under the
+// checkpoints folder, and nothing else: no separator, no . or .., no control
+// characters.
+func pathElement(name string) bool {
+	if len(name) > 128 || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return utf8.ValidString(name)
 }

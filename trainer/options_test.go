@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +45,21 @@ func TestDefaultOptionsValidate(t *testing.T) {
 	if err := DefaultOptions().Validate(); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range []string{"hone", "agent-v2.prod", "Qwen3-8B_agent", "日本"} {
+		o := DefaultOptions()
+		o.Name = name
+		if err := o.Validate(); err != nil {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
 	for i, mut := range []func(*Options){
 		func(o *Options) { o.Name = "" },
+		func(o *Options) { o.Name = "../../../tmp/evil" },
+		func(o *Options) { o.Name = ".." },
+		func(o *Options) { o.Name = "org/agent" },
+		func(o *Options) { o.Name = `a\b` },
+		func(o *Options) { o.Name = "a\x00b" },
+		func(o *Options) { o.Name = strings.Repeat("n", 129) },
 		func(o *Options) { o.BatchSessions = 0 },
 		func(o *Options) { o.Mode = "qlora" },
 		func(o *Options) { o.Advantage.Algorithm = "gae" },
