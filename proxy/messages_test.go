@@ -535,6 +535,11 @@ func TestMessagesCountTokens(t *testing.T) {
 	if len(h.rec.Calls()) != 0 {
 		t.Fatal("count_tokens was captured")
 	}
+	// hone's own refusals on these routes are Anthropic's shape too
+	keyed := startHone(t, func(o *Options) { o.ClientKeys = []string{"sk-a"} }, stub)
+	wantAnthropicError(t, request(t, keyed.url, "POST", "/v1/messages/count_tokens", []byte(`{}`), nil), 401)
+	wantAnthropicError(t, request(t, keyed.url, "GET", "/v1/messages/count_tokens", nil, map[string]string{"x-api-key": "sk-a"}), 405)
+	wantAnthropicError(t, request(t, keyed.url, "GET", "/v1/messages", nil, map[string]string{"x-api-key": "sk-a"}), 405)
 }
 
 // TestStreamBodyOneEventPerRead: several pending events go out one per Read.

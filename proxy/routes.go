@@ -67,6 +67,10 @@ func checkInferenceRoutes(routes []string) error {
 	return nil
 }
 
+// countTokensPath is Anthropic's token count, answered from the engine's
+// /tokenize; its errors are in Anthropic's shape (surfaceOf).
+const countTokensPath = "/v1/messages/count_tokens"
+
 // ownRoutes are the routes hone answers itself besides the API surfaces
 // (api.go, the calls it proxies and captures): the method each takes and
 // its handler.
@@ -74,8 +78,8 @@ var ownRoutes = map[string]struct {
 	method string
 	handle func(*Server, *fasthttp.RequestCtx)
 }{
-	"/v1/models":                {"GET", (*Server).handleModels},
-	"/v1/messages/count_tokens": {"POST", (*Server).handleCountTokens},
+	"/v1/models":    {"GET", (*Server).handleModels},
+	countTokensPath: {"POST", (*Server).handleCountTokens},
 }
 
 // ownRoute reports whether hone answers path itself.
@@ -126,7 +130,7 @@ func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
 
 // methodNotAllowed answers a route of hone's with a method it does not take.
 func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
-	s.fail(ctx, "other", &apiError{405, "invalid_request_error", "method_not_allowed",
+	s.failAPI(ctx, surfaceOf(ctx), &apiError{405, "invalid_request_error", "method_not_allowed",
 		"this route takes only " + allow, ""})
 	ctx.Response.Header.Set("Allow", allow) // after fail, which resets the response
 }

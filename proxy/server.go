@@ -238,8 +238,12 @@ func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 // surfaceOf is the API a request's path names, for errors answered before
 // routing (OpenAI's shape for any other path).
 func surfaceOf(ctx *fasthttp.RequestCtx) surface {
-	if api, ok := surfaces[string(ctx.Path())]; ok {
+	path := string(ctx.Path())
+	if api, ok := surfaces[path]; ok {
 		return api
+	}
+	if path == countTokensPath { // Anthropic's route, not a call: its errors in Anthropic's shape
+		return messagesSurface{}
 	}
 	return otherSurface{}
 }
