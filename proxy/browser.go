@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -59,11 +60,17 @@ func loopbackName(h string) bool {
 }
 
 // clip cuts a value echoed in an error to 64 bytes.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
+func clip(s string) string { return clipTo(s, 64) }
+
+// clipTo cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // browserGuard answers 403 and reports true for a request the data plane,

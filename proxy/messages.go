@@ -43,7 +43,7 @@ func (messagesSurface) translate(_ *Server, _ string, body []byte) (*translation
 }
 
 func badMessages(msg string) *apiError {
-	return &apiError{400, "invalid_request_error", "invalid_request_error", msg, ""}
+	return &apiError{400, "invalid_request_error", "invalid_request_error", clipTo(msg, maxEchoMessage), ""}
 }
 
 // messagesChat builds the engine's chat completions request from a Messages

@@ -45,8 +45,12 @@ type respRequest struct {
 }
 
 func badResponses(param, msg string) *apiError {
-	return &apiError{400, "invalid_request_error", "invalid_value", msg, param}
+	return &apiError{400, "invalid_request_error", "invalid_value", clipTo(msg, maxEchoMessage), param}
 }
+
+// maxEchoMessage bounds an error message that quotes the request (a type,
+// a role, a call id): a 1 MiB type is not sent back whole.
+const maxEchoMessage = 512
 
 func (responsesSurface) translate(s *Server, owner string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
@@ -75,7 +79,7 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 		conv, ok := s.responses.get(owner, id)
 		if !ok {
 			return nil, &apiError{404, "invalid_request_error", "previous_response_not_found",
-				"Previous response with id '" + id + "' not found.", "previous_response_id"}
+				"Previous response with id '" + clip(id) + "' not found.", "previous_response_id"}
 		}
 		echo.PreviousResponseID = &id
 		if err := b.addConversation(conv); err != nil {

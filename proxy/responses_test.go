@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/hone-rl/hone/proxy/internal/sse"
@@ -165,6 +166,21 @@ func TestResponsesBadInput(t *testing.T) {
 		if _, err := (responsesSurface{}).translate(s, "", []byte(body)); err == nil || err.status/100 != 4 {
 			t.Errorf("%s: %v, want a 4xx", name, err)
 		}
+	}
+	// an error that quotes the request quotes a bounded part of it
+	huge := strings.Repeat("é", 1<<19)
+	for name, body := range map[string]string{
+		"huge previous id": `{"model":"m","input":"hi","previous_response_id":"` + huge + `"}`,
+		"huge item type":   `{"model":"m","input":[{"type":"` + huge + `"}]}`,
+		"huge role":        `{"model":"m","input":[{"role":"` + huge + `","content":"x"}]}`,
+	} {
+		_, err := (responsesSurface{}).translate(s, "", []byte(body))
+		if err == nil || len(err.msg) > maxEchoMessage+3 || !utf8.ValidString(err.msg) {
+			t.Errorf("%s: a %d-byte message (valid UTF-8: %v)", name, len(err.msg), err == nil || utf8.ValidString(err.msg))
+		}
+	}
+	if err := badMessages("block type '" + huge + "'"); len(err.msg) > maxEchoMessage+3 || !utf8.ValidString(err.msg) {
+		t.Errorf("Messages: a %d-byte message", len(err.msg))
 	}
 }
 
