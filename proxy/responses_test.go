@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
