@@ -29,6 +29,9 @@ type reply interface {
 	namesModel() bool
 	// warnings are the reply's X-Hone-Warning messages.
 	warnings() []string
+	// admitted says whether capture keeps the call's session, once the
+	// call is admitted; what the reply keeps of the answer follows it.
+	admitted(captured bool)
 }
 
 // native passes the engine's own API through.
@@ -73,6 +76,7 @@ func (native) done(b *streamBody, ev []byte) []byte { return b.release(nil, ev) 
 func (native) broken(string) []byte                 { return nil }
 func (native) namesModel() bool                     { return false }
 func (native) warnings() []string                   { return nil }
+func (native) admitted(bool)                        {}
 
 // translated re-encodes the engine's chat completions answer into the
 // agent's API. What hone injected never reaches the agent: the encoder reads
@@ -97,6 +101,12 @@ func (t translated) event(b *streamBody, _, data []byte, isData bool) []byte {
 func (t translated) done(*streamBody, []byte) []byte { return t.enc.end() }
 func (t translated) broken(msg string) []byte        { return t.enc.fail(msg) }
 func (translated) namesModel() bool                  { return true }
+
+func (t translated) admitted(captured bool) {
+	if a, ok := t.enc.(interface{ admitted(bool) }); ok { // Responses: where its conversation is kept
+		a.admitted(captured)
+	}
+}
 
 func (t translated) warnings() []string {
 	if w, ok := t.enc.(interface{ warnings() []string }); ok { // tools the engine cannot run, left out

@@ -36,7 +36,12 @@ type responsesEncoder struct {
 	usage    gjson.Result
 	started  bool
 	finished bool
+	// transient: capture skips the call's session, so its conversation is
+	// kept in memory only (a skipped session stores no content)
+	transient bool
 }
+
+func (e *responsesEncoder) admitted(captured bool) { e.transient = !captured }
 
 // respItem is one output item being built.
 type respItem struct {
@@ -390,6 +395,6 @@ func (e *responsesEncoder) keep() {
 	}
 	b, err := json.Marshal(append(msgs, m))
 	if err == nil {
-		e.s.responses.put(e.owner, e.id, b)
+		e.s.responses.put(e.owner, e.id, b, e.transient)
 	}
 }

@@ -37,8 +37,13 @@ var _ ConversationStore = (*capture.Conversations)(nil)
 // forgets (a follow-up then gets the 404 for an unknown
 // previous_response_id); SetConversations replaces it, as hone serve does
 // with the capture store's (capture.Conversations: durable, see there).
+// Conversations of sessions capture skips stay in the in-memory LRU
+// whatever the store (put's transient).
 type conversations struct {
 	cs atomic.Pointer[convStore]
+	// mem keeps the conversations of sessions capture skips, in memory
+	// only whatever the store in use: a skipped session stores no content
+	mem *memConversations
 }
 
 type convStore struct {
@@ -47,8 +52,8 @@ type convStore struct {
 }
 
 func newConversations(max int, ttl time.Duration) *conversations {
-	c := &conversations{}
-	c.cs.Store(&convStore{ConversationStore: newMemConversations(max, ttl), log: slog.Default()})
+	c := &conversations{mem: newMemConversations(max, ttl)}
+	c.cs.Store(&convStore{ConversationStore: c.mem, log: slog.Default()})
 	return c
 }
 
@@ -59,9 +64,15 @@ func (s *Server) SetConversations(cs ConversationStore) {
 	s.responses.cs.Store(&convStore{ConversationStore: cs, log: s.log})
 }
 
-// put keeps owner's conversation ending with response id. A failure is
-// logged: the response has been answered; a follow-up naming it gets 404.
-func (c *conversations) put(owner, id string, conv []byte) {
+// put keeps owner's conversation ending with response id: in memory only
+// when transient (its session is not captured), else in the store in use.
+// A failure is logged: the response has been answered; a follow-up naming
+// it gets 404.
+func (c *conversations) put(owner, id string, conv []byte, transient bool) {
+	if transient {
+		_ = c.mem.PutConversation(owner, id, conv)
+		return
+	}
 	cs := c.cs.Load()
 	if err := cs.PutConversation(owner, id, conv); err != nil {
 		cs.log.Warn("responses: conversation not kept; a follow-up naming it gets 404",
@@ -72,6 +83,9 @@ func (c *conversations) put(owner, id string, conv []byte) {
 // get returns owner's conversation ending with response id. A store that
 // cannot be read is logged, and the conversation treated as unknown.
 func (c *conversations) get(owner, id string) ([]byte, bool) {
+	if conv, ok, _ := c.mem.Conversation(owner, id); ok {
+		return conv, true
+	}
 	cs := c.cs.Load()
 	conv, ok, err := cs.Conversation(owner, id)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy/internal/sse"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 )
 
@@ -232,5 +234,50 @@ func TestResponsesBadInputThroughHone(t *testing.T) {
 	r := post(t, h.url, "/v1/responses", []byte(`{"model":"m","input":"hi"}`), nil)
 	if r.status != 200 || gjson.GetBytes(r.body, "object").String() != "response" {
 		t.Fatalf("after bad input: %d %s", r.status, r.body)
+	}
+}
+
+// A Responses conversation of a session capture skips (sampling,
+// X-Hone-Train: 0) is kept in memory only: previous_response_id continues
+// it, and the store, after a restart, holds none of its content. A captured
+// session's conversation is in the store.
+func TestSkippedConversationNotStored(t *testing.T) {
+	dir := t.TempDir()
+	co := capture.DefaultOptions()
+	co.Selection.SampleRate = 0
+	store, err := capture.Open(dir, co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHoneWith(t, store, nil, stub)
+	h.s.SetConversations(store.Conversations(time.Hour, 16))
+	id := func(hdr map[string]string, body string) string {
+		t.Helper()
+		r := post(t, h.url, "/v1/responses", []byte(body), hdr)
+		if r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		return gjson.GetBytes(r.body, "id").String()
+	}
+	skipped := id(map[string]string{"X-Hone-Train": "0"}, `{"model":"Qwen/Qwen3-0.6B","input":"do not keep me"}`)
+	id(nil, `{"model":"Qwen/Qwen3-0.6B","input":"and me?","previous_response_id":"`+skipped+`"}`) // continues from memory
+	kept := id(map[string]string{"X-Hone-Train": "1"}, `{"model":"Qwen/Qwen3-0.6B","input":"keep me"}`)
+	time.Sleep(200 * time.Millisecond) // the store writes conversations behind the answer
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := capture.Open(dir, co, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	convs := again.Conversations(time.Hour, 16)
+	if conv, ok, _ := convs.Conversation("", skipped); ok {
+		t.Errorf("a skipped session's conversation is in the store: %s", conv)
+	}
+	if conv, ok, _ := convs.Conversation("", kept); !ok || !strings.Contains(string(conv), "keep me") {
+		t.Errorf("a captured session's conversation is not in the store: %v %s", ok, conv)
 	}
 }

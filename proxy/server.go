@@ -310,6 +310,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.failEarly(ctx, e)
 		return
 	}
+	c.reply.admitted(c.verdict.Capture)
 	s.routeRollout(c, c.verdict.Session)
 	if c.target != c.model && !c.reply.namesModel() {
 		c.asked.renamed, _ = json.Marshal(c.model)
