@@ -17,6 +17,7 @@ const (
 	pReady   = 'q'
 	pMeta    = 'm'
 	pConv    = 'C' // Responses API conversations (conversations.go)
+	pClaim   = 'O' // owners of sessions capture skips (owner.go, keepClaim)
 )
 
 const sep = 0
@@ -70,6 +71,7 @@ func sessionKey(id string) []byte      { return key(pSession, id) }
 func taskKey(task, sess string) []byte { return key(pTask, task, sess) }
 func seqPrefix(sess string) []byte     { return append(key(pSeq, sess), sep) }
 func metaKey(name string) []byte       { return key(pMeta, name) }
+func claimKey(sess string) []byte      { return key(pClaim, sess) }
 func readyPrefix() []byte              { return []byte{pReady, sep} }
 func statePrefix(st State) []byte      { return []byte{pState, sep, stateByte(st), sep} }
 func seqKey(sess string, seq uint64) []byte {

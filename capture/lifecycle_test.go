@@ -616,3 +616,47 @@ func TestFeedbackBounds(t *testing.T) {
 		t.Fatalf("update: %v", err)
 	}
 }
+
+// TestSkippedSessionClaimKept: a session capture skips has no record to hold
+// its owner, yet its claim holds when new ids push it out of the claims
+// cache and across a restart: another client naming the id is still
+// refused, and the first one's calls are not.
+func TestSkippedSessionClaimKept(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions()
+	o.Selection.SampleRate = 0
+	o.Queue.CacheSize = 8
+	s := openTest(t, dir, o)
+	admit := func(s *Store, owner, sid string) error {
+		return s.Admit(&Admission{CallID: "call-" + NewID(), Route: RouteChat, Model: "m", Owner: owner,
+			Hone: HoneHeaders{Session: sid, Train: -1}, Body: []byte(`{"messages":[]}`)}).Refused
+	}
+	if err := admit(s, "key:victim", "task-42"); err != nil {
+		t.Fatal(err)
+	}
+	s.syncQueue(t)
+	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
+		t.Fatalf("another client took a claimed id: %v", err)
+	}
+	for i := range 4 * o.Queue.CacheSize {
+		_ = admit(s, "key:attacker", fmt.Sprintf("junk-%d", i))
+	}
+	s.syncQueue(t)
+	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
+		t.Errorf("after the claim left the cache, another client took the id: %v", err)
+	}
+	if err := admit(s, "key:victim", "task-42"); err != nil {
+		t.Errorf("after the claim left the cache, its owner was refused: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, o)
+	defer s.Close()
+	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
+		t.Errorf("after a restart, another client took the id: %v", err)
+	}
+	if err := admit(s, "key:victim", "task-42"); err != nil {
+		t.Errorf("after a restart, its owner was refused: %v", err)
+	}
+}

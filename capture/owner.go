@@ -54,40 +54,84 @@ func owns(owner string, rec *Session) bool { return rec.Owner == owner }
 // and commits go to. Without an owner (no client keys) nothing is checked.
 // The claim is made at admission, before the call reaches the writer, so
 // two clients racing for a new id cannot both be told they have it; the
-// store is read only on a cache miss.
-func (s *Store) claim(id, owner string) error {
+// store is read only on a cache miss. isNew reports a claim made now.
+func (s *Store) claim(id, owner string) (isNew bool, err error) {
 	if owner == "" {
-		return nil
+		return false, nil
 	}
 	if o, ok := s.owners.Get(id); ok {
-		return checkClaim(id, o, owner)
+		return false, checkClaim(id, o, owner)
 	}
-	var rec *Session
-	err := s.db.View(func(txn *badger.Txn) error {
+	holder, held, err := s.storedOwner(id)
+	if err != nil {
+		s.log.Error("read session owner", "session", id, "err", err)
+		return false, fmt.Errorf("session %s: owner unreadable: %w", id, err)
+	}
+	if held {
+		s.owners.Add(id, holder)
+		return false, checkClaim(id, holder, owner)
+	}
+	if prev, found, _ := s.owners.PeekOrAdd(id, owner); found {
+		return false, checkClaim(id, prev, owner)
+	}
+	return true, nil
+}
+
+// storedOwner reads the owner of session id from its record, or, for a
+// session capture skipped (no record), from the claim kept for it
+// (keepClaim); held is false when neither exists.
+func (s *Store) storedOwner(id string) (owner string, held bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(sessionKey(id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
+			item, err = txn.Get(claimKey(id))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			held = true
+			return item.Value(func(b []byte) error { owner = string(b); return nil })
 		}
 		if err != nil {
 			return err
 		}
 		return item.Value(func(b []byte) error {
-			rec, err = decodeSession(b)
+			rec, err := decodeSession(b)
+			if err == nil {
+				owner, held = rec.Owner, true
+			}
 			return err
 		})
 	})
-	if err != nil {
-		s.log.Error("read session owner", "session", id, "err", err)
-		return fmt.Errorf("session %s: owner unreadable: %w", id, err)
+	return owner, held, err
+}
+
+// keepClaim stores owner's new claim of a session capture skips, which has
+// no record to hold its owner: the claims cache alone would forget it when
+// new ids push it out, or at a restart, and the id would go to the next
+// client that names it, the first one's calls then refused. Written by the
+// writer behind the call (best effort: skipped when the queue is full),
+// with the calls' TTL.
+func (s *Store) keepClaim(id, owner string) {
+	fn := func() error {
+		e := badger.NewEntry(claimKey(id), []byte(owner))
+		if ttl := s.opts.Retention.CallTTL; ttl > 0 {
+			e = e.WithTTL(ttl)
+		}
+		return s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(e) })
 	}
-	if rec != nil {
-		s.owners.Add(id, rec.Owner)
-		return checkClaim(id, rec.Owner, owner)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return
 	}
-	if prev, found, _ := s.owners.PeekOrAdd(id, owner); found {
-		return checkClaim(id, prev, owner)
+	select {
+	case s.q <- item{op: &op{fn: fn, done: make(chan error, 1)}}:
+	default:
+		s.log.Warn("capture queue full: a skipped session's owner is kept in memory only", "session", id)
 	}
-	return nil
 }
 
 func checkClaim(id, holder, owner string) error {

@@ -193,17 +193,19 @@ func (s *Store) DB() *badger.DB { return s.db }
 func (s *Store) Admit(a *Admission) Verdict {
 	sid := a.Hone.Session
 	var selKey uint64
-	isNew := false
+	isNew, newClaim := false, false
 	if sid != "" {
 		selKey = xxhash.Sum64String(sid)
 		if _, err := ParseID(sid); err != nil {
 			// Over-long or control characters: use a stable derived id.
 			sid = "x-" + strconv.FormatUint(selKey, 16)
 		}
-		if err := s.claim(sid, a.Owner); err != nil {
+		claimed, err := s.claim(sid, a.Owner)
+		if err != nil {
 			s.m.foreign.WithLabelValues("header", "call").Inc()
 			return Verdict{Session: sid, Refused: err}
 		}
+		newClaim = claimed
 	} else {
 		sid, selKey, isNew = s.inferSession(a)
 	}
@@ -220,6 +222,9 @@ func (s *Store) Admit(a *Admission) Verdict {
 	}
 	if !selected {
 		s.countSkipped(a)
+		if newClaim {
+			s.keepClaim(sid, a.Owner)
+		}
 	}
 	return Verdict{Session: sid, Capture: selected, New: isNew}
 }
