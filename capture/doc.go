@@ -126,7 +126,8 @@
 //	t 0 <task> 0 <session>              empty: sessions by task (GRPO groups)
 //	q 0 <cursor u64>                    ready experience ('z' + zstd-compressed JSON, type Experience)
 //	m 0 cursor | m 0 acked              last assigned cursor, ack watermark
-//	O 0 <session>                       owner: the claim of a session capture skips (client keys only)  TTL Retention.CallTTL
+//	O 0 <session>                       owner: the claim of a session capture skips (client keys only)
+//	                                    TTL idle_timeout + deadline + 10m, renewed when the claim leaves the cache
 //
 // Values above 1 KiB (call records) live in Badger's value log, keys and
 // small values in uncompressed tables (see Open); the janitor runs value-log GC.

@@ -108,17 +108,19 @@ func (s *Store) storedOwner(id string) (owner string, held bool, err error) {
 	return owner, held, err
 }
 
-// keepClaim stores owner's new claim of a session capture skips, which has
-// no record to hold its owner: the claims cache alone would forget it when
-// new ids push it out, or at a restart, and the id would go to the next
-// client that names it, the first one's calls then refused. Written by the
-// writer behind the call (best effort: skipped when the queue is full),
-// with the calls' TTL.
+// keepClaim stores owner's claim of a session capture skips, which has no
+// record to hold its owner: the claims cache alone would forget it when new
+// ids push it out, or at a restart, and the id would go to the next client
+// that names it, the first one's calls then refused. It is written when the
+// claim is made and again when it leaves the cache (claimLeft), each time
+// for as long as a session lives without calls (idle timeout, reward
+// deadline and the TTL margin); by the writer, behind the call (best
+// effort: not when the queue is full).
 func (s *Store) keepClaim(id, owner string) {
 	fn := func() error {
 		e := badger.NewEntry(claimKey(id), []byte(owner))
-		if ttl := s.opts.Retention.CallTTL; ttl > 0 {
-			e = e.WithTTL(ttl)
+		if idle := s.opts.Session.IdleTimeout; idle > 0 {
+			e = e.WithTTL(idle + max(s.opts.Reward.Deadline, 0) + ttlMargin)
 		}
 		return s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(e) })
 	}
@@ -178,4 +180,16 @@ func ownerSalt(owner string) uint64 {
 		return 0
 	}
 	return xxhash.Sum64String(owner) | 1
+}
+
+// claimLeft is the claims cache's eviction: a skipped session's claim
+// (none of whose calls is stored) is kept in the store from then on.
+func (s *Store) claimLeft(id, owner string) {
+	if owner == "" {
+		return
+	}
+	if selected, known := s.live.Peek(id); known && selected {
+		return // its session record holds the owner
+	}
+	s.keepClaim(id, owner)
 }

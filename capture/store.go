@@ -153,7 +153,7 @@ func (s *Store) initCaches() error {
 	if s.pending, err = lru.New[string, pendingHash](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("pending cache: %w", err)
 	}
-	if s.owners, err = lru.New[string, string](s.opts.Queue.CacheSize); err != nil {
+	if s.owners, err = lru.NewWithEvict[string, string](s.opts.Queue.CacheSize, s.claimLeft); err != nil {
 		return fmt.Errorf("owner cache: %w", err)
 	}
 	return nil
