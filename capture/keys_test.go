@@ -40,15 +40,7 @@ func TestResponseIDLookup(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, t.TempDir(), testOptions())
 	defer s.Close()
-	v := newVocab()
-	prompts, replies := toolSession()
-	record := func(id, sess, respID string) {
-		t.Helper()
-		c := v.makeCall(id, sess, prompts[0], replies[0], 1)
-		c.ResponseID, c.Owner = respID, "key:"+sess
-		s.Record(c)
-		s.syncQueue(t)
-	}
+	record := responseRecorder(t, s)
 	record("call-a", "sa", "chatcmpl-call-a")
 	record("call-b", "sb", "chatcmpl-0f3e9a")
 	if got := respKeys(t, s); fmt.Sprint(got) != "[chatcmpl-0f3e9a]" {
@@ -91,6 +83,20 @@ func TestResponseIDLookup(t *testing.T) {
 	}
 }
 
+// responseRecorder returns a func that stores one call of session sess,
+// owned by "key:"+sess, that got response id respID.
+func responseRecorder(t *testing.T, s *Store) func(id, sess, respID string) {
+	v := newVocab()
+	prompts, replies := toolSession()
+	return func(id, sess, respID string) {
+		t.Helper()
+		c := v.makeCall(id, sess, prompts[0], replies[0], 1)
+		c.ResponseID, c.Owner = respID, "key:"+sess
+		s.Record(c)
+		s.syncQueue(t)
+	}
+}
+
 // respKeys lists the response ids in the response-id index.
 func respKeys(t *testing.T, s *Store) []string {
 	t.Helper()
@@ -118,15 +124,7 @@ func TestResponseIDShared(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, t.TempDir(), testOptions())
 	defer s.Close()
-	v := newVocab()
-	prompts, replies := toolSession()
-	record := func(id, sess, respID string) {
-		t.Helper()
-		c := v.makeCall(id, sess, prompts[0], replies[0], 1)
-		c.ResponseID, c.Owner = respID, "key:"+sess
-		s.Record(c)
-		s.syncQueue(t)
-	}
+	record := responseRecorder(t, s)
 	const shared = "chatcmpl-agent-7"
 	record("call-x", "sx", shared)
 	record("call-y", "sy", shared)
