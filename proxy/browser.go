@@ -74,13 +74,17 @@ func clipTo(s string, n int) string {
 }
 
 // browserGuard answers 403 and reports true for a request the data plane,
-// without client keys, refuses (crossSite). The Host is checked on requests
+// without client keys, refuses (crossSite); cors is set for a page of an
+// origin proxy.cors_origins allows. The Host is checked on requests
 // that arrived over loopback, whose client dialled a loopback address,
 // unless agents_trust_each_other says whoever reaches hone is trusted (a
 // reverse proxy on the same host passes its clients' Host on).
-func (s *Server) browserGuard(ctx *fasthttp.RequestCtx) bool {
+func (s *Server) browserGuard(ctx *fasthttp.RequestCtx, cors bool) bool {
 	h := &ctx.Request.Header
 	origin, site := h.Peek("Origin"), h.Peek("Sec-Fetch-Site")
+	if cors { // a page of an origin proxy.cors_origins lets in: only its Host is checked
+		origin, site = nil, nil
+	}
 	local := !s.opts.AgentsTrustEachOther && ctx.LocalIP().IsLoopback()
 	if len(origin) == 0 && len(site) == 0 && !local {
 		return false

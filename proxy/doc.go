@@ -22,8 +22,9 @@
 //   - Engine dialects: dialect.go (the interface), dialect_chat.go,
 //     dialect_completions.go, dialect_passthrough.go: how each engine API asks
 //     for logprobs, folds its answers into a capture and shapes a rebuilt one.
-//   - Per call, in order: browser.go (a browser's cross-site request to a
-//     plane without credentials refused), headers.go (hone's headers and
+//   - Per call, in order: cors.go (CORS for proxy.cors_origins), browser.go
+//     (a browser's cross-site request to a plane without credentials
+//     refused), headers.go (hone's headers and
 //     credentials, any spelling), aliases.go and rollout.go (policy aliases, guarded
 //     rollouts), rewrite.go (the request rewrite), continuity.go (the glue to
 //     package continuity, token continuity), forward.go (the round trip,

@@ -26,6 +26,11 @@ type Options struct {
 	// any agent that reaches it may reward, commit and extend any session:
 	// hone refuses to start that way unless this says it is intended.
 	AgentsTrustEachOther bool `yaml:"agents_trust_each_other"`
+	// CORSOrigins are the origins of web pages that may call the data plane
+	// from a browser (exact, such as http://localhost:3000, or * for any):
+	// they get CORS headers and preflight answers, and pass the cross-site
+	// check of a data plane without client keys (cors.go). Empty: none.
+	CORSOrigins []string `yaml:"cors_origins"`
 	// InferenceRoutes are the engine routes forwarded as they are (not
 	// captured) besides the APIs hone serves itself; every other path is
 	// answered 404, so engine administration (adapters, sleep, weights,
@@ -235,6 +240,9 @@ func (o *Options) Validate() error {
 		}
 	default:
 		return fmt.Errorf("proxy.data_plane_feedback: %q is not one of off, keys, loopback", o.DataPlaneFeedback)
+	}
+	if err := checkCORSOrigins(o.CORSOrigins); err != nil {
+		return err
 	}
 	if err := checkInferenceRoutes(o.InferenceRoutes); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,10 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	}
 	for _, k := range opts.ClientKeys {
 		s.keys[k] = true
+	}
+	if len(s.keys) == 0 && slices.Contains(opts.CORSOrigins, "*") {
+		log.Warn("proxy.cors_origins has * and proxy.client_keys is empty: any web page open in a browser that " +
+			"reaches the data plane may call it as an agent (reward, commit, continue sessions)")
 	}
 	if opts.Continuity == ContinuityTokens {
 		if s.cont, err = continuity.New(opts.Upstream.Tokenizer, reg, log); err != nil {
@@ -185,7 +190,17 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	if len(s.keys) == 0 && s.browserGuard(ctx) {
+	cors := false
+	if len(s.opts.CORSOrigins) > 0 {
+		if origin := ctx.Request.Header.Peek("Origin"); s.corsAllowed(origin) {
+			defer corsMark(ctx, bytes.Clone(origin))
+			if corsPreflight(ctx) {
+				return
+			}
+			cors = true
+		}
+	}
+	if len(s.keys) == 0 && s.browserGuard(ctx, cors) {
 		return
 	}
 	path := string(ctx.Path())

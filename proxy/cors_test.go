@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// proxy.cors_origins lets a web page of a listed origin call the data plane
+// from a browser: its preflight is answered by hone (never the engine), its
+// answers, errors and streams included, carry its origin and the hone
+// headers it may read; a page of another origin gets no CORS headers and,
+// without client keys, 403. With "*" any origin is allowed, and client keys
+// still decide.
+func TestCORS(t *testing.T) {
+	stub := newStub(t)
+	chat, stream := replay(t, fixture(t, "chat", "upstream.json"), 0), replay(t, fixture(t, "chat_stream", "upstream.sse"), 0)
+	stub.answer = chat
+	h := startHone(t, func(o *Options) { o.CORSOrigins = []string{"http://localhost:3000", "https://app.example.com"} }, stub)
+	const page = "https://app.example.com"
+	r := request(t, h.url, "OPTIONS", "/v1/chat/completions", nil, map[string]string{"Origin": page,
+		"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type, authorization, x-hone-session"})
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != page ||
+		r.header.Get("Access-Control-Allow-Headers") != "content-type, authorization, x-hone-session" ||
+		!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") || r.header.Get("Vary") != "Origin" {
+		t.Errorf("preflight: %d %v", r.status, r.header)
+	}
+	if n := stub.served.Load(); n != 0 {
+		t.Errorf("the preflight reached the engine (%d)", n)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		status int
+	}{
+		{"whole", chatReq(false), 200},
+		{"stream", chatReq(true), 200},
+		{"error", []byte(`{"model":`), 400},
+	} {
+		if tc.name == "stream" {
+			stub.answer = stream
+		} else {
+			stub.answer = chat
+		}
+		r = request(t, h.url, "POST", "/v1/chat/completions", tc.body, map[string]string{"Origin": page, "Sec-Fetch-Site": "cross-site",
+			"X-Hone-Session": "cors-" + tc.name})
+		if r.status != tc.status || r.header.Get("Access-Control-Allow-Origin") != page ||
+			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Hone-Session") {
+			t.Errorf("%s from an allowed origin: %d %v %s", tc.name, r.status, r.header, r.body)
+		}
+	}
+	r = request(t, h.url, "POST", "/v1/chat/completions", chatReq(false), map[string]string{"Origin": "http://evil.example"})
+	if r.status != 403 || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("another origin: %d %v", r.status, r.header)
+	}
+	r = request(t, h.url, "OPTIONS", "/v1/chat/completions", nil, map[string]string{"Origin": "http://evil.example",
+		"Access-Control-Request-Method": "POST"})
+	if r.status == 204 || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("another origin's preflight: %d %v", r.status, r.header)
+	}
+
+	keyed := startHone(t, func(o *Options) { o.CORSOrigins, o.ClientKeys = []string{"*"}, []string{"sk-a"} }, stub)
+	for key, want := range map[string]int{"Bearer sk-a": 200, "": 401} {
+		hdr := map[string]string{"Origin": "http://any.example"}
+		if key != "" {
+			hdr["Authorization"] = key
+		}
+		r = request(t, keyed.url, "POST", "/v1/chat/completions", chatReq(false), hdr)
+		if r.status != want || r.header.Get("Access-Control-Allow-Origin") != "http://any.example" {
+			t.Errorf("* with keys, key %q: %d %v", key, r.status, r.header)
+		}
+	}
+}
+
+func TestCheckCORSOrigins(t *testing.T) {
+	for o, ok := range map[string]bool{"*": true, "http://localhost:3000": true, "https://app.example.com": true,
+		"https://[::1]:8443": true, "localhost:3000": false, "http://x.example/path": false, "ftp://x.example": false,
+		"http://": false, "http://u:p@x.example": false, "https://x.example?q=1": false} {
+		if err := checkCORSOrigins([]string{o}); (err == nil) != ok {
+			t.Errorf("%q: %v, want ok %v", o, err, ok)
+		}
+	}
+}
