@@ -93,9 +93,14 @@ const vlogGCInterval = 10 * time.Minute
 // per second) keeps up instead of falling further behind every second.
 func (s *Store) Sweep(ctx context.Context, now time.Time) error {
 	for _, pass := range []func(time.Time) (int, error){s.closeIdle, s.applyDeadline} {
-		err := s.passes(ctx, func() (n int, err error) {
-			err = s.do(ctx, func() error { n, err = pass(now); return err })
-			return n, err
+		err := s.passes(ctx, func() (int, error) {
+			// the count comes back by channel: do may return (ctx done)
+			// while the pass still runs on the writer
+			done := make(chan int, 1)
+			if err := s.do(ctx, func() error { n, err := pass(now); done <- n; return err }); err != nil {
+				return 0, err
+			}
+			return <-done, nil
 		})
 		if err != nil {
 			return err

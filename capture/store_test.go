@@ -363,6 +363,15 @@ func TestSweepKeepsUp(t *testing.T) {
 	if committed, dropped := count(StateCommitted), count(StateDropped); committed != 0 || dropped != n {
 		t.Fatalf("after one sweep past the deadline: %d committed, %d dropped; want 0 and %d", committed, dropped, n)
 	}
+	// a sweep whose context ends returns while its pass may still run on
+	// the writer: nothing it returns is shared with that pass (go test -race)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 {
+		if err := s.Sweep(done, time.Now().Add(3*time.Hour)); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestRewardDeadlineDrops(t *testing.T) {
