@@ -32,7 +32,7 @@ func crossSite(host, origin, fetchSite string, checkHost bool) string {
 				"credentials; give hone client keys or a control token to call it from a browser"
 		}
 	}
-	if strings.EqualFold(fetchSite, "cross-site") {
+	if origin == "" && strings.EqualFold(fetchSite, "cross-site") { // with an Origin, the Origin decides
 		return "a cross-site browser request may not use a hone plane that has no credentials"
 	}
 	if checkHost && host != "" {

@@ -26,6 +26,7 @@ func TestCrossSite(t *testing.T) {
 		{"localhost", "file://", "", true, true},
 		{"localhost", "http://localhost.evil.example", "", true, true},
 		{"localhost", "", "cross-site", true, true},
+		{"127.0.0.1:8080", "http://localhost:3000", "cross-site", true, false}, // another site, both loopback
 		{"localhost", "", "Cross-Site", false, true},
 		{"localhost", "", "same-origin", true, false},
 		{"localhost", "", "none", true, false},

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"slices"
@@ -18,8 +19,19 @@ import (
 // the client keys the page sends in Authorization or X-Api-Key, which a
 // preflight allows; cookies are not used, so Allow-Credentials is not sent.
 
-// corsExposed are the response headers a page may read: hone's own.
-const corsExposed = "X-Hone-Session, X-Hone-Call, X-Hone-Policy, X-Hone-Warning"
+// corsExposed lists the response headers a page may read: hone's own, by
+// their configured names.
+func corsExposed(n HeaderNames) string {
+	return strings.Join([]string{n.Session, n.Call, n.Policy, warningHeader}, ", ")
+}
+
+// isCORS reports whether an engine's response header is a CORS one, which
+// hone does not pass on (an engine's Access-Control-Allow-Origin: * would
+// let pages of any origin read answers hone did not let them have).
+func isCORS(k []byte) bool {
+	const p = "access-control-"
+	return len(k) > len(p) && strings.EqualFold(string(k[:len(p)]), p)
+}
 
 // corsMaxHeaders bounds the request headers a preflight may ask for, echoed
 // back in Access-Control-Allow-Headers.
@@ -70,9 +82,15 @@ func corsPreflight(ctx *fasthttp.RequestCtx) bool {
 
 // corsMark adds the CORS headers of an allowed origin to the answer, once
 // the handler has set it (the body, streamed or not, is written after).
-func corsMark(ctx *fasthttp.RequestCtx, origin []byte) {
+func (s *Server) corsMark(ctx *fasthttp.RequestCtx, origin []byte) {
 	r := &ctx.Response.Header
 	r.SetBytesV("Access-Control-Allow-Origin", origin)
-	r.Add("Vary", "Origin")
-	r.Set("Access-Control-Expose-Headers", corsExposed)
+	vary := false
+	for _, v := range r.PeekAll("Vary") {
+		vary = vary || bytes.Contains(bytes.ToLower(v), []byte("origin"))
+	}
+	if !vary {
+		r.Add("Vary", "Origin")
+	}
+	r.Set("Access-Control-Expose-Headers", s.corsExposed)
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 // proxy.cors_origins lets a web page of a listed origin call the data plane
@@ -67,6 +69,36 @@ func TestCORS(t *testing.T) {
 		r = request(t, keyed.url, "POST", "/v1/chat/completions", chatReq(false), hdr)
 		if r.status != want || r.header.Get("Access-Control-Allow-Origin") != "http://any.example" {
 			t.Errorf("* with keys, key %q: %d %v", key, r.status, r.header)
+		}
+	}
+}
+
+// The engine's own CORS answer (vLLM's default is Access-Control-Allow-Origin:
+// *) never reaches the agent, nor does the page's Origin reach the engine:
+// only the origins hone lets in get CORS headers, with one Vary: Origin.
+func TestEngineCORSHeadersDropped(t *testing.T) {
+	stub := newStub(t)
+	chat := replay(t, fixture(t, "chat", "upstream.json"), 0)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		chat(ctx)
+		ctx.Response.Header.Set("Access-Control-Allow-Origin", "*")
+		ctx.Response.Header.Set("access-control-allow-credentials", "true")
+		ctx.Response.Header.Set("Vary", "Origin")
+	}
+	h := startHone(t, func(o *Options) {
+		o.CORSOrigins, o.ClientKeys = []string{"http://localhost:3000"}, []string{"sk-a"}
+		o.Headers.Session = "X-Agent-Session"
+	}, stub)
+	for origin, want := range map[string]string{"http://evil.example": "", "http://localhost:3000": "http://localhost:3000"} {
+		r := request(t, h.url, "POST", "/v1/chat/completions", chatReq(false), map[string]string{"Origin": origin, "Authorization": "Bearer sk-a"})
+		if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != want || r.header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("origin %s: %d %v; want Access-Control-Allow-Origin %q", origin, r.status, r.header, want)
+		}
+		if want != "" && (len(r.header.Values("Vary")) != 1 || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Agent-Session")) {
+			t.Errorf("origin %s: Vary %q, exposed %q", origin, r.header.Values("Vary"), r.header.Get("Access-Control-Expose-Headers"))
+		}
+		if _, hdr := stub.lastRequest(); hdr["Origin"] != "" || hdr["origin"] != "" {
+			t.Errorf("origin %s reached the engine", origin)
 		}
 	}
 }

@@ -72,7 +72,8 @@ const requestIDHeader = "X-Request-Id"
 // rarely compress anyway), hone's own, and the agent's credentials when the
 // engine has its own key.
 func upstreamDrops(o *Options) []string {
-	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding"), o.Headers.requestNames()...)
+	// Origin: CORS is hone's (cors.go); an engine's own answer to it is dropped
+	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding", "Origin"), o.Headers.requestNames()...)
 	if o.Upstream.APIKey != "" {
 		names = append(names, credentialHeaders...)
 	}

@@ -37,9 +37,11 @@ type Server struct {
 	cancel  context.CancelFunc
 	keys    map[string]bool
 	mounted map[string]fasthttp.RequestHandler
-	dropUp  []string        // request headers never forwarded upstream, any spelling
-	ownDown []string        // hone's response headers, never copied from an engine's answer
-	forward map[string]bool // proxy.inference_routes
+	dropUp  []string // request headers never forwarded upstream, any spelling
+	ownDown []string // hone's response headers, never copied from an engine's answer
+	// corsExposed lists hone's response headers for Access-Control-Expose-Headers (cors.go)
+	corsExposed string
+	forward     map[string]bool // proxy.inference_routes
 
 	rollouts *rollout.Manager // guarded rollouts (nil: a new version serves everyone)
 
@@ -87,6 +89,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	}
 	s.dropUp = upstreamDrops(&opts)
 	s.ownDown = []string{opts.Headers.Session, opts.Headers.Call, opts.Headers.Policy, warningHeader}
+	s.corsExposed = corsExposed(opts.Headers)
 	p.onState = func(e *engine, up bool) {
 		s.m.engineUp.WithLabelValues(e.url).Set(b2f(up))
 		if up && s.cont != nil {
@@ -193,7 +196,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	cors := false
 	if len(s.opts.CORSOrigins) > 0 {
 		if origin := ctx.Request.Header.Peek("Origin"); s.corsAllowed(origin) {
-			defer corsMark(ctx, bytes.Clone(origin))
+			defer s.corsMark(ctx, bytes.Clone(origin))
 			if corsPreflight(ctx) {
 				return
 			}
@@ -503,12 +506,14 @@ func isEventStream(resp *fasthttp.Response) bool {
 }
 
 // copyResponseHeaders copies an engine's response headers to the agent's
-// response but for hop-by-hop ones, Server, Date and the names in own, in
-// any spelling: hone's own response headers (an engine, or another hone in
-// front of it, may send them too; the agent must see hone's only).
+// response but for hop-by-hop ones, Server, Date, CORS headers (hone's own,
+// cors.go: vLLM answers Access-Control-Allow-Origin: * by default) and the
+// names in own, in any spelling: hone's own response headers (an engine, or
+// another hone in front of it, may send them too; the agent must see
+// hone's only).
 func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader, own []string) {
 	for k, v := range src.All() {
-		if isHop(k) || bytes.EqualFold(k, []byte("Server")) || bytes.EqualFold(k, []byte("Date")) || anyFold(k, own) {
+		if isHop(k) || bytes.EqualFold(k, []byte("Server")) || bytes.EqualFold(k, []byte("Date")) || anyFold(k, own) || isCORS(k) {
 			continue
 		}
 		dst.AddBytesKV(k, v)
