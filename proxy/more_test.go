@@ -113,7 +113,7 @@ func TestControlPlane(t *testing.T) {
 	}
 	// a body that does not decode is named in the caller's words, never Go's types
 	for _, tc := range []struct{ body, msg, param string }{
-		{`{"alias":"agent","target":"t","version":"2"}`, "bad policy: version must be a number, not a JSON string", "version"},
+		{`{"alias":"agent","target":"t","version":"2"}`, "bad policy: version must be an integer, not a JSON string", "version"},
 		{`{"alias":"agent","target":"t","verison":2}`, `bad policy: unknown field "verison"`, "verison"},
 		{`{"alias":"agent",`, "bad policy: the body is not valid JSON (it ends early)", ""},
 		{`{"alias":}`, "bad policy: the body is not valid JSON (at byte 10)", ""},

@@ -125,7 +125,7 @@ func marshalUnescaped(v any) []byte {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil // only values hone builds reach here, all encodable
+		return []byte("{}") // only values hone builds reach here, all encodable; an object keeps callers' slicing safe
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

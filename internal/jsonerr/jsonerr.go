@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -20,8 +21,11 @@ func Describe(err error) (msg, field string) {
 	var se *json.SyntaxError
 	var me *http.MaxBytesError
 	switch {
-	case errors.As(err, &te) && te.Field != "" && te.Type != nil:
-		return fmt.Sprintf("%s must be %s, not a JSON %s", te.Field, kind(te.Type), te.Value), te.Field
+	case errors.As(err, &te) && te.Field == "" && te.Type != nil:
+		return fmt.Sprintf("the body must be %s, not a JSON %s", kind(te.Type), word(te.Value)), ""
+	case errors.As(err, &te) && te.Type != nil:
+		f := clip(te.Field)
+		return fmt.Sprintf("%s must be %s, not a JSON %s", f, kind(te.Type), word(te.Value)), f
 	case errors.As(err, &se):
 		return fmt.Sprintf("the body is not valid JSON (at byte %d)", se.Offset), ""
 	case errors.As(err, &me):
@@ -33,18 +37,35 @@ func Describe(err error) (msg, field string) {
 	}
 	// Decoder.DisallowUnknownFields: `json: unknown field "x"`
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f := strings.Trim(name, `"`)
-		return "unknown field " + name, f
+		f, uerr := strconv.Unquote(name)
+		if uerr != nil {
+			f = strings.Trim(name, `"`)
+		}
+		return "unknown field " + strconv.Quote(clip(f)), clip(f)
 	}
-	return "the body does not fit this route: " + strings.TrimPrefix(err.Error(), "json: "), ""
+	return "the body does not fit this route", ""
+}
+
+// word is encoding/json's name of the value it met ("string", "number
+// 1.5"), with a number's digits clipped.
+func word(v string) string { return clip(v) }
+
+// clip cuts what the client sent, echoed in a message, to 64 bytes.
+func clip(s string) string {
+	if len(s) > 64 {
+		return strings.ToValidUTF8(s[:64], "") + "..."
+	}
+	return s
 }
 
 // kind says in words what JSON value a Go type takes.
 func kind(t reflect.Type) string {
 	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	case reflect.Float32, reflect.Float64:
 		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
 	case reflect.String:
 		return "a string"
 	case reflect.Bool:

@@ -12,10 +12,11 @@ import (
 
 func TestDescribe(t *testing.T) {
 	type inner struct {
-		N int `json:"n"`
+		N float64 `json:"n"`
 	}
 	type body struct {
 		Reward float64  `json:"reward"`
+		Count  int      `json:"count"`
 		Tags   []string `json:"tags"`
 		Name   string   `json:"name"`
 		On     *bool    `json:"on"`
@@ -26,12 +27,17 @@ func TestDescribe(t *testing.T) {
 		{`{"tags":"a,b"}`, "tags must be an array, not a JSON string", "tags"},
 		{`{"name":3}`, "name must be a string, not a JSON number", "name"},
 		{`{"on":"yes"}`, "on must be true or false, not a JSON string", "on"},
-		{`{"in":{"n":1.5}}`, "in.n must be a number, not a JSON number 1.5", "in.n"},
+		{`{"count":1.5}`, "count must be an integer, not a JSON number 1.5", "count"},
+		{`{"count":1e30}`, "count must be an integer, not a JSON number 1e30", "count"},
+		{`{"in":{"n":"1"}}`, "in.n must be a number, not a JSON string", "in.n"},
 		{`{"in":[]}`, "in must be an object, not a JSON array", "in"},
 		{`{"reward":}`, "the body is not valid JSON (at byte 11)", ""},
 		{`{"reward":1`, "the body is not valid JSON (it ends early)", ""},
 		{``, "the body is empty", ""},
 		{`{"rewrad":1}`, `unknown field "rewrad"`, "rewrad"},
+		{`[]`, "the body must be an object, not a JSON array", ""},
+		{`"x"`, "the body must be an object, not a JSON string", ""},
+		{`{"a\"b":1}`, `unknown field "a\"b"`, `a"b`},
 	} {
 		dec := json.NewDecoder(strings.NewReader(tc.in))
 		dec.DisallowUnknownFields()
