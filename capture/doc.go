@@ -76,8 +76,8 @@
 // hone_capture_foreign_feedback_total{source="header",kind="call"}), so the
 // id an agent is told is the session its calls, rewards and commits go to.
 // A session capture skips has no record: its claim is written as a key of
-// its own (O 0 <session>, keepClaim) behind the call, so it outlives the
-// cache and restarts. Should a claim be lost before the call is written (a
+// its own (O 0 <session>, claims.go) within a janitor tick, so it outlives
+// the cache and restarts. Should a claim be lost before the call is written (a
 // cache eviction racing the writer), the writer still never mixes owners: the call goes to the
 // caller's own <id>@<12 hex digits of its hash>. Session inference hashes
 // are salted per owner, so one client never joins another's conversation by
@@ -127,7 +127,8 @@
 //	q 0 <cursor u64>                    ready experience ('z' + zstd-compressed JSON, type Experience)
 //	m 0 cursor | m 0 acked              last assigned cursor, ack watermark
 //	O 0 <session>                       owner: the claim of a session capture skips (client keys only)
-//	                                    TTL idle_timeout + deadline + 10m, renewed when the claim leaves the cache
+//	                                    TTL idle_timeout (a day when 0) + deadline + 10m, written again by a
+//	                                    call once half of it has passed
 //
 // Values above 1 KiB (call records) live in Badger's value log, keys and
 // small values in uncompressed tables (see Open); the janitor runs value-log GC.

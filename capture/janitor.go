@@ -27,6 +27,9 @@ func (s *Store) runJanitor() {
 		case <-s.stopJan:
 			return
 		case now := <-tick.C:
+			if err := s.flushClaims(); err != nil {
+				s.log.Error("skipped sessions' owners not written", "err", err)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if err := s.Sweep(ctx, now); err != nil && !errors.Is(err, ErrClosed) {
 				s.log.Error("capture janitor", "err", err)

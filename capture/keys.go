@@ -17,7 +17,7 @@ const (
 	pReady   = 'q'
 	pMeta    = 'm'
 	pConv    = 'C' // Responses API conversations (conversations.go)
-	pClaim   = 'O' // owners of sessions capture skips (owner.go, keepClaim)
+	pClaim   = 'O' // owners of sessions capture skips (claims.go)
 )
 
 const sep = 0

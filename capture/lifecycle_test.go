@@ -620,7 +620,8 @@ func TestFeedbackBounds(t *testing.T) {
 // TestSkippedSessionClaimKept: a session capture skips has no record to hold
 // its owner, yet its claim holds when new ids push it out of the claims
 // cache and across a restart: another client naming the id is still
-// refused, and the first one's calls are not.
+// refused, and the first one's calls are not. A session in use longer than
+// a stored claim lives keeps it: its calls write it again.
 func TestSkippedSessionClaimKept(t *testing.T) {
 	dir := t.TempDir()
 	o := testOptions()
@@ -634,14 +635,15 @@ func TestSkippedSessionClaimKept(t *testing.T) {
 	if err := admit(s, "key:victim", "task-42"); err != nil {
 		t.Fatal(err)
 	}
-	s.syncQueue(t)
+	if err := s.flushClaims(); err != nil { // the janitor's tick
+		t.Fatal(err)
+	}
 	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
 		t.Fatalf("another client took a claimed id: %v", err)
 	}
 	for i := range 4 * o.Queue.CacheSize {
 		_ = admit(s, "key:attacker", fmt.Sprintf("junk-%d", i))
 	}
-	s.syncQueue(t)
 	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
 		t.Errorf("after the claim left the cache, another client took the id: %v", err)
 	}
@@ -652,11 +654,38 @@ func TestSkippedSessionClaimKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTest(t, dir, o)
-	defer s.Close()
 	if err := admit(s, "key:attacker", "task-42"); !errors.Is(err, ErrSessionOwned) {
 		t.Errorf("after a restart, another client took the id: %v", err)
 	}
 	if err := admit(s, "key:victim", "task-42"); err != nil {
 		t.Errorf("after a restart, its owner was refused: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// a stored claim lives 3 s here (written again after 1.5 s); the
+	// session is used for 3.5 s
+	o.Session.IdleTimeout, o.Reward.Deadline = time.Second, 2*time.Second
+	defer func(m time.Duration) { ttlMargin = m }(ttlMargin)
+	ttlMargin = 0
+	dir2 := t.TempDir()
+	s = openTest(t, dir2, o)
+	for range 7 {
+		if err := admit(s, "key:victim", "long-task"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.flushClaims(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir2, o)
+	defer s.Close()
+	if err := admit(s, "key:attacker", "long-task"); !errors.Is(err, ErrSessionOwned) {
+		t.Errorf("a session in use longer than its stored claim lives lost it at a restart: %v", err)
 	}
 }

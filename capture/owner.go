@@ -54,32 +54,32 @@ func owns(owner string, rec *Session) bool { return rec.Owner == owner }
 // and commits go to. Without an owner (no client keys) nothing is checked.
 // The claim is made at admission, before the call reaches the writer, so
 // two clients racing for a new id cannot both be told they have it; the
-// store is read only on a cache miss. isNew reports a claim made now.
-func (s *Store) claim(id, owner string) (isNew bool, err error) {
+// store is read only on a cache miss.
+func (s *Store) claim(id, owner string) error {
 	if owner == "" {
-		return false, nil
+		return nil
 	}
 	if o, ok := s.owners.Get(id); ok {
-		return false, checkClaim(id, o, owner)
+		return checkClaim(id, o, owner)
 	}
 	holder, held, err := s.storedOwner(id)
 	if err != nil {
 		s.log.Error("read session owner", "session", id, "err", err)
-		return false, fmt.Errorf("session %s: owner unreadable: %w", id, err)
+		return fmt.Errorf("session %s: owner unreadable: %w", id, err)
 	}
 	if held {
 		s.owners.Add(id, holder)
-		return false, checkClaim(id, holder, owner)
+		return checkClaim(id, holder, owner)
 	}
 	if prev, found, _ := s.owners.PeekOrAdd(id, owner); found {
-		return false, checkClaim(id, prev, owner)
+		return checkClaim(id, prev, owner)
 	}
-	return true, nil
+	return nil
 }
 
 // storedOwner reads the owner of session id from its record, or, for a
 // session capture skipped (no record), from the claim kept for it
-// (keepClaim); held is false when neither exists.
+// (claims.go); held is false when neither exists.
 func (s *Store) storedOwner(id string) (owner string, held bool, err error) {
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(sessionKey(id))
@@ -106,34 +106,6 @@ func (s *Store) storedOwner(id string) (owner string, held bool, err error) {
 		})
 	})
 	return owner, held, err
-}
-
-// keepClaim stores owner's claim of a session capture skips, which has no
-// record to hold its owner: the claims cache alone would forget it when new
-// ids push it out, or at a restart, and the id would go to the next client
-// that names it, the first one's calls then refused. It is written when the
-// claim is made and again when it leaves the cache (claimLeft), each time
-// for as long as a session lives without calls (idle timeout, reward
-// deadline and the TTL margin); by the writer, behind the call (best
-// effort: not when the queue is full).
-func (s *Store) keepClaim(id, owner string) {
-	fn := func() error {
-		e := badger.NewEntry(claimKey(id), []byte(owner))
-		if idle := s.opts.Session.IdleTimeout; idle > 0 {
-			e = e.WithTTL(idle + max(s.opts.Reward.Deadline, 0) + ttlMargin)
-		}
-		return s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(e) })
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return
-	}
-	select {
-	case s.q <- item{op: &op{fn: fn, done: make(chan error, 1)}}:
-	default:
-		s.log.Warn("capture queue full: a skipped session's owner is kept in memory only", "session", id)
-	}
 }
 
 func checkClaim(id, holder, owner string) error {
@@ -180,16 +152,4 @@ func ownerSalt(owner string) uint64 {
 		return 0
 	}
 	return xxhash.Sum64String(owner) | 1
-}
-
-// claimLeft is the claims cache's eviction: a skipped session's claim
-// (none of whose calls is stored) is kept in the store from then on.
-func (s *Store) claimLeft(id, owner string) {
-	if owner == "" {
-		return
-	}
-	if selected, known := s.live.Peek(id); known && selected {
-		return // its session record holds the owner
-	}
-	s.keepClaim(id, owner)
 }

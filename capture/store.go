@@ -51,6 +51,7 @@ type Store struct {
 	summaries *lru.Cache[uint64, string]
 	pending   *lru.Cache[string, pendingHash] // call id -> hash of its request messages
 	owners    *lru.Cache[string, string]      // session id -> owner, claimed at admission (owner.go)
+	claims    *claimBook                      // skipped sessions' claims, kept in the store (claims.go)
 
 	mu     sync.RWMutex // guards closed against sends on q
 	closed bool
@@ -153,8 +154,11 @@ func (s *Store) initCaches() error {
 	if s.pending, err = lru.New[string, pendingHash](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("pending cache: %w", err)
 	}
-	if s.owners, err = lru.NewWithEvict[string, string](s.opts.Queue.CacheSize, s.claimLeft); err != nil {
+	if s.owners, err = lru.New[string, string](s.opts.Queue.CacheSize); err != nil {
 		return fmt.Errorf("owner cache: %w", err)
+	}
+	if s.claims, err = newClaimBook(s.opts.Queue.CacheSize); err != nil {
+		return fmt.Errorf("claims cache: %w", err)
 	}
 	return nil
 }
@@ -179,6 +183,9 @@ func (s *Store) Close() error {
 		close(s.readyCh) // the hooks finish what is queued
 	}
 	s.hookMu.Unlock()
+	if err := s.flushClaims(); err != nil {
+		s.log.Error("skipped sessions' owners not written", "err", err)
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close capture store: %w", err)
 	}
@@ -193,19 +200,18 @@ func (s *Store) DB() *badger.DB { return s.db }
 func (s *Store) Admit(a *Admission) Verdict {
 	sid := a.Hone.Session
 	var selKey uint64
-	isNew, newClaim := false, false
+	isNew, claimed := false, false
 	if sid != "" {
 		selKey = xxhash.Sum64String(sid)
 		if _, err := ParseID(sid); err != nil {
 			// Over-long or control characters: use a stable derived id.
 			sid = "x-" + strconv.FormatUint(selKey, 16)
 		}
-		claimed, err := s.claim(sid, a.Owner)
-		if err != nil {
+		if err := s.claim(sid, a.Owner); err != nil {
 			s.m.foreign.WithLabelValues("header", "call").Inc()
 			return Verdict{Session: sid, Refused: err}
 		}
-		newClaim = claimed
+		claimed = a.Owner != ""
 	} else {
 		sid, selKey, isNew = s.inferSession(a)
 	}
@@ -222,7 +228,7 @@ func (s *Store) Admit(a *Admission) Verdict {
 	}
 	if !selected {
 		s.countSkipped(a)
-		if newClaim {
+		if claimed {
 			s.keepClaim(sid, a.Owner)
 		}
 	}
