@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -91,8 +92,9 @@ func (a *Aliases) Swap(alias, target string, version int64) {
 // the history; a.mu is held.
 func (a *Aliases) storeTrained() {
 	t := map[string]Policy{}
-	for _, h := range a.history {
-		for _, p := range h {
+	aliases := slices.Sorted(maps.Keys(a.history)) // two aliases naming one adapter: the same one wins each time
+	for _, alias := range aliases {
+		for _, p := range a.history[alias] {
 			if p.Version > 0 {
 				t[p.Target] = p
 			}

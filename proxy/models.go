@@ -32,7 +32,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 		}
 		gjson.GetBytes(body, "data").ForEach(func(_, m gjson.Result) bool {
 			id := m.Get("id").String()
-			if !seen[id] && !s.aliases.trainedTarget(id) {
+			if !seen[id] && !s.trainedTarget(id) {
 				seen[id] = true
 				data = append(data, s.annotateModel(id, m.Raw))
 				maxLen[id] = m.Get("max_model_len").Int()
@@ -86,7 +86,7 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false); err == nil {
 			ctx.Request.SetBody(body)
 		}
-	} else if p, release, ok := s.aliases.acquirePinned(model); ok {
+	} else if p, release, ok := s.acquirePinned(model); ok {
 		c.policy, c.release = p, release
 	}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())

@@ -24,6 +24,42 @@ func (s *Server) SetRollouts(m *rollout.Manager) {
 	})
 }
 
+// acquirePinned counts a call that names a trained version's adapter
+// directly (agent-v3: a published version, or a running rollout's
+// candidate) against that version; ok is false for any other name.
+func (s *Server) acquirePinned(name string) (Policy, func(), bool) {
+	if p, release, ok := s.aliases.acquirePinned(name); ok {
+		return p, release, true
+	}
+	if s.rollouts == nil {
+		return Policy{}, nil, false
+	}
+	if _, ok := s.aliases.Lookup(name); ok {
+		return Policy{}, nil, false
+	}
+	alias, v, ok := s.rollouts.CandidateOf(name)
+	if !ok {
+		return Policy{}, nil, false
+	}
+	return Policy{Alias: alias, Target: v.Target, Version: v.Version}, s.aliases.hold(alias, v.Version), true
+}
+
+// trainedTarget reports whether name is the engine's name of a trained
+// version (published, or a rollout's candidate), which /v1/models leaves out.
+func (s *Server) trainedTarget(name string) bool {
+	if s.aliases.trainedTarget(name) {
+		return true
+	}
+	if s.rollouts == nil {
+		return false
+	}
+	if _, ok := s.aliases.Lookup(name); ok {
+		return false
+	}
+	_, _, ok := s.rollouts.CandidateOf(name)
+	return ok
+}
+
 // Rollouts returns the manager set by SetRollouts (nil: none).
 func (s *Server) Rollouts() *rollout.Manager { return s.rollouts }
 

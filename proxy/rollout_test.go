@@ -199,3 +199,39 @@ func TestPinnedVersionCall(t *testing.T) {
 		t.Errorf("the alias: engine asked for %s, policy %q; want agent-v4, 4", gjson.GetBytes(up, "model"), r.header.Get("X-Hone-Policy"))
 	}
 }
+
+// A call naming a running rollout's candidate adapter directly is pinned to
+// that version (told, captured, counted in flight), and /v1/models does not
+// list the candidate.
+func TestPinnedCandidateCall(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	stub.setModels(`{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model","parent":null},` +
+		`{"id":"agent-v1","object":"model","parent":"Qwen/Qwen3-0.6B"}]}`)
+	h := startHone(t, func(o *Options) { o.Aliases = []AliasConfig{{Name: "agent", Target: "Qwen/Qwen3-0.6B"}} }, stub)
+	m, err := rollout.New(rollout.DefaultOptions(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.SetRollouts(m)
+	if err := m.Begin("agent", rollout.Version{Version: 0, Target: "Qwen/Qwen3-0.6B"}, rollout.Version{Version: 1, Target: "agent-v1"}); err != nil {
+		t.Fatal(err)
+	}
+	r := post(t, h.url, "/v1/chat/completions", []byte(`{"model":"agent-v1","messages":[{"role":"user","content":"hi"}]}`), nil)
+	if up, _ := stub.lastRequest(); r.status != 200 || r.header.Get("X-Hone-Policy") != "1" || gjson.GetBytes(up, "model").String() != "agent-v1" {
+		t.Fatalf("%d, policy %q, engine asked for %s", r.status, r.header.Get("X-Hone-Policy"), gjson.GetBytes(up, "model"))
+	}
+	if c := waitCalls(t, h.rec, 1)[0]; c.Policy != "agent" || c.Version != 1 {
+		t.Errorf("captured as %q version %d, want agent 1", c.Policy, c.Version)
+	}
+	req, _ := http.NewRequest("GET", h.url+"/v1/models", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(b), `"agent-v1"`) {
+		t.Errorf("/v1/models lists the candidate adapter: %s", b)
+	}
+}

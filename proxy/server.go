@@ -312,7 +312,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	c.target = c.model
 	if p, release, ok := s.aliases.acquire(c.model); ok {
 		c.policy, c.isAlias, c.target, c.release = p, true, p.Target, release
-	} else if p, release, ok := s.aliases.acquirePinned(c.model); ok {
+	} else if p, release, ok := s.acquirePinned(c.model); ok {
 		c.policy, c.release = p, release // no rollout moves a call that named its version
 	}
 	c.id = "call-" + capture.NewID()

@@ -161,6 +161,19 @@ func (m *Manager) Running(alias string) (Rollout, bool) {
 	return copyRollout(r), true
 }
 
+// CandidateOf returns the alias and version whose running rollout's
+// candidate is target (an adapter agents may name directly).
+func (m *Manager) CandidateOf(target string) (alias string, v Version, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for a, r := range m.cur {
+		if r.Decision == Running && r.Candidate.Target == target {
+			return a, r.Candidate, true
+		}
+	}
+	return "", Version{}, false
+}
+
 // List returns every alias's running or last decided rollout.
 func (m *Manager) List() []Rollout {
 	m.mu.Lock()
