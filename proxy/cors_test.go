@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -49,6 +52,16 @@ func TestCORS(t *testing.T) {
 			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Hone-Session") {
 			t.Errorf("%s from an allowed origin: %d %v %s", tc.name, r.status, r.header, r.body)
 		}
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nOrigin: %s\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\n\r\n", page, 64<<20)
+	if big := readRaw(t, bufio.NewReader(c)); big.status != 413 || big.header.Get("Access-Control-Allow-Origin") != page {
+		t.Errorf("an oversized body from an allowed origin: %d %v", big.status, big.header)
 	}
 	r = request(t, h.url, "POST", "/v1/chat/completions", chatReq(false), map[string]string{"Origin": "http://evil.example"})
 	if r.status != 403 || r.header.Get("Access-Control-Allow-Origin") != "" {

@@ -190,6 +190,9 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 		s.log.Debug("unreadable request", "err", redact(err.Error()))
 		s.fail(ctx, "other", &apiError{400, "invalid_request_error", "bad_request", "cannot parse the HTTP request", ""})
 	}
+	if origin := ctx.Request.Header.Peek("Origin"); s.corsAllowed(origin) { // a page reads why, not a network error
+		s.corsMark(ctx, bytes.Clone(origin))
+	}
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
