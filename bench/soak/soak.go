@@ -146,8 +146,12 @@ loop:
 	}
 	wg.Wait()
 	report(time.Now())
-	if !hone.alive() {
-		s.fail("hone serve exited during the run:\n%s", hone.logs.tail())
+	if !hone.alive() { // first, whatever failed before: the calls that failed after it say only that it was gone
+		s.errors.Add(1)
+		s.errMu.Lock()
+		s.firstErr = append([]string{fmt.Sprintf("hone serve exited during the run (%v); its last output:\n%s",
+			hone.cmd.ProcessState, hone.logs.tail())}, s.firstErr...)
+		s.errMu.Unlock()
 	}
 	res.Calls, res.Errors, res.Feedback = s.calls.Load(), s.errors.Load(), s.feedback.Load()
 	res.FirstErrs = s.firstErr
@@ -535,8 +539,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
-	if len(t.b) > 32<<10 {
-		t.b = append(t.b[:0], t.b[len(t.b)-16<<10:]...)
+	if len(t.b) > 128<<10 { // a crash's trace fits in what is kept
+		t.b = append(t.b[:0], t.b[len(t.b)-64<<10:]...)
 	}
 	return len(p), nil
 }
