@@ -175,33 +175,14 @@ func (a *Aliases) History(alias string) []Policy {
 	return append([]Policy(nil), a.history[alias]...)
 }
 
-// trainedTarget reports whether name is the engine-side name of a trained
-// version (an adapter such as agent-v3) rather than a name agents call.
-func (a *Aliases) trainedTarget(name string) bool {
-	_, ok := a.pinned(name)
-	return ok
-}
-
-// pinned returns the policy of the trained version whose engine-side name
-// (agent-v3) an agent called directly instead of an alias.
+// pinned returns the policy of the published version whose engine-side
+// name (agent-v3) an agent called directly instead of an alias.
 func (a *Aliases) pinned(name string) (Policy, bool) {
 	if _, ok := a.Lookup(name); ok {
 		return Policy{}, false
 	}
 	p, ok := (*a.trained.Load())[name]
 	return p, ok
-}
-
-// acquirePinned counts a call that names a trained version directly
-// (pinned) against that version, so it is captured as that version and a
-// publisher does not unload the adapter under it; the returned func
-// releases it. ok is false for any other name.
-func (a *Aliases) acquirePinned(name string) (Policy, func(), bool) {
-	p, ok := a.pinned(name)
-	if !ok {
-		return Policy{}, nil, false
-	}
-	return p, a.hold(p.Alias, p.Version), true
 }
 
 // InFlight is the number of calls currently served by alias at version.

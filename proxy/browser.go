@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -57,20 +56,6 @@ func loopbackName(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
-}
-
-// clip cuts a value echoed in an error to 64 bytes.
-func clip(s string) string { return clipTo(s, 64) }
-
-// clipTo cuts s to at most n bytes, on a rune boundary, marking the cut.
-func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
 
 // browserGuard answers 403 and reports true for a request the data plane,

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -65,4 +66,18 @@ func appendJSONString(b []byte, s string) []byte {
 func errSessionOwned(header string) *apiError {
 	return &apiError{409, "invalid_request_error", "session_conflict", "the session id in " + header +
 		" was opened by another client: every client must use its own session ids", header}
+}
+
+// clip cuts a value echoed in an error to 64 bytes.
+func clip(s string) string { return clipTo(s, 64) }
+
+// clipTo cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

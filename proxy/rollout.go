@@ -24,39 +24,36 @@ func (s *Server) SetRollouts(m *rollout.Manager) {
 	})
 }
 
-// acquirePinned counts a call that names a trained version's adapter
-// directly (agent-v3: a published version, or a running rollout's
-// candidate) against that version; ok is false for any other name.
-func (s *Server) acquirePinned(name string) (Policy, func(), bool) {
-	if p, release, ok := s.aliases.acquirePinned(name); ok {
-		return p, release, true
-	}
-	if s.rollouts == nil {
-		return Policy{}, nil, false
+// pinned returns the policy of the trained version whose engine-side name
+// (agent-v3) an agent called directly instead of an alias: a published
+// version, or a running rollout's candidate.
+func (s *Server) pinned(name string) (Policy, bool) {
+	if p, ok := s.aliases.pinned(name); ok || s.rollouts == nil {
+		return p, ok
 	}
 	if _, ok := s.aliases.Lookup(name); ok {
-		return Policy{}, nil, false
+		return Policy{}, false
 	}
 	alias, v, ok := s.rollouts.CandidateOf(name)
+	return Policy{Alias: alias, Target: v.Target, Version: v.Version}, ok
+}
+
+// acquirePinned counts a call that names a trained version directly
+// (pinned) against that version, so it is captured as that version and a
+// publisher does not unload the adapter under it; the returned func
+// releases it. ok is false for any other name.
+func (s *Server) acquirePinned(name string) (Policy, func(), bool) {
+	p, ok := s.pinned(name)
 	if !ok {
 		return Policy{}, nil, false
 	}
-	return Policy{Alias: alias, Target: v.Target, Version: v.Version}, s.aliases.hold(alias, v.Version), true
+	return p, s.aliases.hold(p.Alias, p.Version), true
 }
 
 // trainedTarget reports whether name is the engine's name of a trained
-// version (published, or a rollout's candidate), which /v1/models leaves out.
+// version, which /v1/models leaves out.
 func (s *Server) trainedTarget(name string) bool {
-	if s.aliases.trainedTarget(name) {
-		return true
-	}
-	if s.rollouts == nil {
-		return false
-	}
-	if _, ok := s.aliases.Lookup(name); ok {
-		return false
-	}
-	_, _, ok := s.rollouts.CandidateOf(name)
+	_, ok := s.pinned(name)
 	return ok
 }
 
