@@ -80,7 +80,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
-		return fmt.Errorf("the body is larger than %d bytes: %w", me.Limit, ErrInvalid)
+		msg, _ := jsonerr.Describe(err) // the body's size, in the words the other routes use
+		return fmt.Errorf("%s: %w", msg, ErrInvalid)
 	}
 	if err != nil {
 		return fmt.Errorf("read body: %v: %w", err, ErrInvalid)
