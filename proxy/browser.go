@@ -65,8 +65,8 @@ func loopbackName(h string) bool {
 // unless agents_trust_each_other says whoever reaches hone is trusted (a
 // reverse proxy on the same host passes its clients' Host on).
 func (s *Server) browserGuard(ctx *fasthttp.RequestCtx, cors bool) bool {
-	h := &ctx.Request.Header
-	origin, site := h.Peek("Origin"), h.Peek("Sec-Fetch-Site")
+	v := peekFold(&ctx.Request.Header, "Origin", "Sec-Fetch-Site")
+	origin, site := v[0], v[1]
 	if cors { // a page of an origin proxy.cors_origins lets in: only its Host is checked
 		origin, site = nil, nil
 	}

@@ -66,14 +66,17 @@ func (s *Server) corsAllowed(origin []byte) bool {
 // corsPreflight answers a CORS preflight of an allowed origin and reports
 // true; any other request is left to the routes.
 func corsPreflight(ctx *fasthttp.RequestCtx) bool {
-	h := &ctx.Request.Header
-	if !ctx.IsOptions() || len(h.Peek("Access-Control-Request-Method")) == 0 {
+	if !ctx.IsOptions() {
+		return false
+	}
+	v := peekFold(&ctx.Request.Header, "Access-Control-Request-Method", "Access-Control-Request-Headers")
+	if len(v[0]) == 0 {
 		return false
 	}
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 	r := &ctx.Response.Header
 	r.Set("Access-Control-Allow-Methods", "GET, POST")
-	if asked := h.Peek("Access-Control-Request-Headers"); len(asked) > 0 && len(asked) <= corsMaxHeaders {
+	if asked := v[1]; len(asked) > 0 && len(asked) <= corsMaxHeaders {
 		r.SetBytesV("Access-Control-Allow-Headers", asked) // any header: hone reads its own, and keys decide
 	}
 	r.Set("Access-Control-Max-Age", "600")

@@ -29,6 +29,12 @@ func TestCORS(t *testing.T) {
 		!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") || r.header.Get("Vary") != "Origin" {
 		t.Errorf("preflight: %d %v", r.status, r.header)
 	}
+	lower := request(t, h.url, "OPTIONS", "/v1/chat/completions", nil, map[string]string{"origin": page,
+		"access-control-request-method": "POST", "access-control-request-headers": "content-type"})
+	if lower.status != 204 || lower.header.Get("Access-Control-Allow-Origin") != page ||
+		lower.header.Get("Access-Control-Allow-Headers") != "content-type" {
+		t.Errorf("preflight in lowercase (an HTTP/2 hop): %d %v", lower.status, lower.header)
+	}
 	if n := stub.served.Load(); n != 0 {
 		t.Errorf("the preflight reached the engine (%d)", n)
 	}

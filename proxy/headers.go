@@ -80,6 +80,20 @@ func upstreamDrops(o *Options) []string {
 	return names
 }
 
+// peekFold returns the values of the headers names (one each, the last
+// sent), in any spelling, from one pass over h.
+func peekFold(h *fasthttp.RequestHeader, names ...string) [2][]byte {
+	var vals [2][]byte
+	for k, v := range h.All() {
+		for i, n := range names[:min(len(names), len(vals))] {
+			if foldEq(k, n) {
+				vals[i] = v
+			}
+		}
+	}
+	return vals
+}
+
 // anyFold reports whether k is one of names, in any spelling.
 func anyFold(k []byte, names []string) bool {
 	for _, n := range names {

@@ -190,7 +190,7 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 		s.log.Debug("unreadable request", "err", redact(err.Error()))
 		s.fail(ctx, "other", &apiError{400, "invalid_request_error", "bad_request", "cannot parse the HTTP request", ""})
 	}
-	if origin := ctx.Request.Header.Peek("Origin"); s.corsAllowed(origin) { // a page reads why, not a network error
+	if origin := peekFold(&ctx.Request.Header, "Origin")[0]; s.corsAllowed(origin) { // a page reads why, not a network error
 		s.corsMark(ctx, bytes.Clone(origin))
 	}
 }
@@ -198,7 +198,7 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	cors := false
 	if len(s.opts.CORSOrigins) > 0 {
-		if origin := ctx.Request.Header.Peek("Origin"); s.corsAllowed(origin) {
+		if origin := peekFold(&ctx.Request.Header, "Origin")[0]; s.corsAllowed(origin) {
 			defer s.corsMark(ctx, bytes.Clone(origin))
 			if corsPreflight(ctx) {
 				return

@@ -398,6 +398,8 @@ func TestBrowserCannotUseUncredentialedPlanes(t *testing.T) {
 			{"a page of another site, simple POST", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain"}, true},
 			{"a sandboxed page", map[string]string{"Origin": "null"}, true},
 			{"a cross-site fetch", map[string]string{"Sec-Fetch-Site": "cross-site"}, true},
+			{"a page of another site, through an HTTP/2 hop (lowercase)", map[string]string{"origin": "http://evil.example"}, true},
+			{"a cross-site fetch, lowercase", map[string]string{"sec-fetch-site": "cross-site"}, true},
 			{"DNS rebinding", map[string]string{"Host": "rebind.evil.example:8080"}, true},
 			{"a page on localhost", map[string]string{"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"}, false},
 			{"a page on 127.0.0.1", map[string]string{"Origin": "http://127.0.0.1:5173", "Host": "localhost:8080"}, false},
