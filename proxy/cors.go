@@ -89,8 +89,8 @@ func (s *Server) corsMark(ctx *fasthttp.RequestCtx, origin []byte) {
 	r := &ctx.Response.Header
 	r.SetBytesV("Access-Control-Allow-Origin", origin)
 	vary := false
-	for _, v := range r.PeekAll("Vary") {
-		vary = vary || bytes.Contains(bytes.ToLower(v), []byte("origin"))
+	for k, v := range r.All() { // any spelling: uvicorn sends header names lowercase
+		vary = vary || foldEq(k, "Vary") && bytes.Contains(bytes.ToLower(v), []byte("origin"))
 	}
 	if !vary {
 		r.Add("Vary", "Origin")
