@@ -13,8 +13,12 @@ import "github.com/hone-rl/hone/kernels"
 // runs with bf16 inputs too (kernels.Attn.BF16: q, k, v and the backward's
 // output gradient rounded, float32 accumulation; on a GPU the tensor-core
 // kernels, which also round the probabilities and score gradients for
-// their products, as FlashAttention does under autocast). LoRA's A and B GEMMs, norms and
-// everything else stay float32, as the gradients and optimiser state do.
+// their products, as FlashAttention does under autocast). LoRA's A and B
+// GEMMs of a bf16 module run bf16 x bf16 too, as torch.autocast runs every
+// linear whatever its weight's type: their activation, A, B and the
+// rank-sized intermediate (in A^T, its gradient) rounded, float32 results
+// (SetAutocastLoRA turns this part off). Norms, the LoRA weights themselves,
+// their gradients and the optimiser state stay float32.
 //
 // Off (the default), a bf16 weight meets the float32 activation as is: the
 // backend widens the weight and the product is the float32 GEMM of the
@@ -28,6 +32,12 @@ import "github.com/hone-rl/hone/kernels"
 // ForwardTrain and Backward; a Backward follows the setting of its own
 // call). It changes nothing for float32 weights.
 func (m *Model) SetAutocast(on bool) { m.autocast = on }
+
+// SetAutocastLoRA chooses, under autocast, whether the LoRA GEMMs of bf16
+// modules run in bf16 (on, the default: torch.autocast's behaviour) or in
+// float32 (off: the stored LoRA weights and the float32 activation as
+// they are).
+func (m *Model) SetAutocastLoRA(on bool) { m.loraF32 = !on }
 
 // AutocastFor resolves an autocast setting (trainer.autocast,
 // engine_embedded.autocast): "on", "off", or "auto", on when the base
@@ -55,19 +65,51 @@ func (m *Model) attnBF16() bool {
 // casts reports whether a GEMM against base weight w runs in bf16.
 func (m *Model) casts(w kernels.Tensor) bool { return m.autocast && w.DType() == kernels.BF16 }
 
+// loraCasts reports whether the LoRA GEMMs of a module with base weight w
+// run in bf16 (autocast applies to w and SetAutocastLoRA left it on).
+func (m *Model) loraCasts(w kernels.Tensor) bool { return m.casts(w) && !m.loraF32 }
+
+// operand is a GEMM's float32 activation operand and its bf16 rounding,
+// made on first need: the GEMMs that read one activation (q, k and v read
+// one norm; a module's base and LoRA GEMMs read its input) share one
+// rounding. Call free when its GEMMs are done.
+type operand struct {
+	be    kernels.Backend
+	x, xb kernels.Tensor
+}
+
+func (m *Model) operand(x kernels.Tensor) operand { return operand{be: m.be, x: x} }
+
+// bf16 returns x rounded to bf16 (round to nearest even).
+func (o *operand) bf16() kernels.Tensor {
+	if o.xb == nil {
+		o.xb = o.be.Empty(kernels.BF16, o.x.Shape()...)
+		o.be.Convert(o.xb, o.x)
+	}
+	return o.xb
+}
+
+func (o *operand) free() {
+	if o.xb != nil {
+		o.be.Free(o.xb)
+		o.xb = nil
+	}
+}
+
+// castBF16 returns a new bf16 rounding of x, which the caller frees.
+func (m *Model) castBF16(x kernels.Tensor) kernels.Tensor {
+	o := m.operand(x)
+	return o.bf16()
+}
+
 // baseMatMul sets c = x op(w) + beta*c for a base weight w (op transposes
-// with transW), rounding x to bf16 first when autocast applies. The
-// temporary lives for this call only, so concurrent passes share nothing.
-func (m *Model) baseMatMul(c, x, w kernels.Tensor, transW bool, beta float32) {
-	be := m.be
+// with transW), with x rounded to bf16 first when autocast applies.
+func (m *Model) baseMatMul(c kernels.Tensor, x *operand, w kernels.Tensor, transW bool, beta float32) {
 	if !m.casts(w) {
-		be.MatMul(c, x, w, false, transW, 1, beta)
+		m.be.MatMul(c, x.x, w, false, transW, 1, beta)
 		return
 	}
-	xb := be.Empty(kernels.BF16, x.Shape()...)
-	be.Convert(xb, x)
-	be.MatMul(c, xb, w, false, transW, 1, beta)
-	be.Free(xb)
+	m.be.MatMul(c, x.bf16(), w, false, transW, 1, beta)
 }
 
 // headInput returns the LM head's input for the training pass, the final

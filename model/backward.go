@@ -143,11 +143,15 @@ func (w *bwd) mlp(l int, dx kernels.Tensor) {
 	m, be, s := w.m, w.m.be, &w.act.layers[l]
 	t, inter := len(w.act.b.ids), m.cfg.IntermediateSize
 	dAct, dGate, dUp := w.alloc(t, inter), w.alloc(t, inter), w.alloc(t, inter)
-	w.linear(dAct, s.ac, dx, l, ModDown, false)
+	ac := m.operand(s.ac)
+	w.linear(dAct, &ac, dx, l, ModDown, false)
+	ac.free()
 	be.SwiGLUBackward(dGate, dUp, dAct, s.gate, s.up)
 	dh := w.alloc(t, m.cfg.HiddenSize)
-	w.linear(dh, s.h2, dGate, l, ModGate, false)
-	w.linear(dh, s.h2, dUp, l, ModUp, true)
+	h2 := m.operand(s.h2)
+	w.linear(dh, &h2, dGate, l, ModGate, false)
+	w.linear(dh, &h2, dUp, l, ModUp, true)
+	h2.free()
 	w.normInto(dx, dh, s.xMid, m.layers[l].mlpNorm, func(b *Model) kernels.Tensor { return b.layers[l].mlpNorm })
 }
 
@@ -166,7 +170,9 @@ func (w *bwd) attention(l int, dx kernels.Tensor) {
 	t, b := len(w.act.b.ids), w.act.b
 	qw, kw := cfg.NumHeads*cfg.HeadDim, cfg.NumKVHeads*cfg.HeadDim
 	dAtt := w.alloc(t, qw)
-	w.linear(dAtt, s.att, dx, l, ModO, false)
+	att := m.operand(s.att)
+	w.linear(dAtt, &att, dx, l, ModO, false)
+	att.free()
 	dqr, dkr, dv := w.alloc(t, qw), w.zeros(t, kw), w.zeros(t, kw) // AttentionBackward adds to dk and dv
 	a := m.attn(0)
 	for _, sg := range b.segs {
@@ -191,24 +197,29 @@ func (w *bwd) attention(l int, dx kernels.Tensor) {
 			heads(dkr, cfg.NumKVHeads), heads(s.k, cfg.NumKVHeads), ly.kNorm, eps)
 	}
 	dh := w.alloc(t, cfg.HiddenSize)
-	w.linear(dh, s.h1, dq, l, ModQ, false)
-	w.linear(dh, s.h1, dk, l, ModK, true)
-	w.linear(dh, s.h1, dv, l, ModV, true)
+	h1 := m.operand(s.h1)
+	w.linear(dh, &h1, dq, l, ModQ, false)
+	w.linear(dh, &h1, dk, l, ModK, true)
+	w.linear(dh, &h1, dv, l, ModV, true)
+	h1.free()
 	w.normInto(dx, dh, s.xIn, m.layers[l].attnNorm, func(b *Model) kernels.Tensor { return b.layers[l].attnNorm })
 }
 
 // linear backpropagates dy through y = in*W^T + bias + scale*(in*A^T)*B^T:
 // din is set (or added to, with accumulate) to dy*W + scale*(dy*B)*A, and
 // the weight, bias and LoRA gradients are accumulated.
-func (w *bwd) linear(din, in, dy kernels.Tensor, l int, mod Module, accumulate bool) {
+func (w *bwd) linear(din kernels.Tensor, in *operand, dy kernels.Tensor, l int, mod Module, accumulate bool) {
 	m, be := w.m, w.m.be
 	beta := float32(0)
 	if accumulate {
 		beta = 1
 	}
-	m.baseMatMul(din, dy, m.layers[l].w[mod], false, beta)
+	wt := m.layers[l].w[mod]
+	dyo := m.operand(dy)
+	defer dyo.free()
+	m.baseMatMul(din, &dyo, wt, false, beta)
 	if gb := w.g.base; gb != nil {
-		be.MatMul(gb.layers[l].w[mod], dy, in, true, false, 1, 1)
+		be.MatMul(gb.layers[l].w[mod], dy, in.x, true, false, 1, 1)
 		if mod <= ModO && gb.layers[l].bias[mod] != nil {
 			be.SumRows(gb.layers[l].bias[mod], dy)
 		}
@@ -220,12 +231,42 @@ func (w *bwd) linear(din, in, dy kernels.Tensor, l int, mod Module, accumulate b
 	lw := a.Layers[l][mod]
 	t := len(w.act.b.ids)
 	proj, dt := be.View(w.lora, 0, t, a.Rank), be.View(w.dt, 0, t, a.Rank)
-	be.MatMul(proj, in, lw.A, false, true, 1, 0)
+	var ga *LoRA
+	if w.g.adapter != nil {
+		ga = w.g.adapter.Layers[l][mod]
+	}
+	if m.loraCasts(wt) {
+		w.loraBF16(din, in, &dyo, proj, dt, lw, ga, a.Scale)
+		return
+	}
+	be.MatMul(proj, in.x, lw.A, false, true, 1, 0)
 	be.MatMul(dt, dy, lw.B, false, false, a.Scale, 0)
 	be.MatMul(din, dt, lw.A, false, false, 1, 1)
-	if ga := w.g.adapter; ga != nil {
-		gw := ga.Layers[l][mod]
-		be.MatMul(gw.B, dy, proj, true, false, a.Scale, 1)
-		be.MatMul(gw.A, dt, in, true, false, 1, 1)
+	if ga != nil {
+		be.MatMul(ga.B, dy, proj, true, false, a.Scale, 1)
+		be.MatMul(ga.A, dt, in.x, true, false, 1, 1)
 	}
+}
+
+// loraBF16 is linear's LoRA part under autocast (Model.loraBF16's
+// backward): every GEMM takes bf16 operands (in, dy, A, B, the recomputed
+// in*A^T and its gradient dt, rounded) and accumulates in float32 into
+// float32 din and gradients ga (nil: no adapter gradients).
+func (w *bwd) loraBF16(din kernels.Tensor, in, dy *operand, proj, dt kernels.Tensor, lw, ga *LoRA, scale float32) {
+	m, be := w.m, w.m.be
+	ab, bb := m.castBF16(lw.A), m.castBF16(lw.B)
+	defer be.Free(ab)
+	defer be.Free(bb)
+	be.MatMul(proj, in.bf16(), ab, false, true, 1, 0)
+	be.MatMul(dt, dy.bf16(), bb, false, false, scale, 0)
+	dtb := m.castBF16(dt)
+	defer be.Free(dtb)
+	be.MatMul(din, dtb, ab, false, false, 1, 1)
+	if ga == nil {
+		return
+	}
+	projb := m.castBF16(proj)
+	defer be.Free(projb)
+	be.MatMul(ga.B, dy.bf16(), projb, true, false, scale, 1)
+	be.MatMul(ga.A, dtb, in.bf16(), true, false, 1, 1)
 }

@@ -207,7 +207,9 @@ func (m *Model) runLogits(ctx context.Context, b *batch, rows []int32) (kernels.
 	defer func() { be.Free(h); be.Free(hn); be.FreeIndex(drows) }()
 	be.Embedding(h, x, drows)
 	be.RMSNorm(hn, h, m.norm, float32(cfg.RMSNormEps))
-	m.baseMatMul(logits, hn, m.lmHead, true, 0)
+	hno := m.operand(hn)
+	m.baseMatMul(logits, &hno, m.lmHead, true, 0)
+	hno.free()
 	return logits, nil
 }
 
@@ -258,9 +260,11 @@ func (m *Model) attentionBlock(l int, b *batch, sc *scratch) {
 	be, cfg, ly := m.be, m.cfg, &m.layers[l]
 	eps := float32(cfg.RMSNormEps)
 	be.RMSNorm(sc.h, sc.x, ly.attnNorm, eps)
-	m.linear(sc.q, sc.h, l, ModQ, b.segs, sc.lora)
-	m.linear(sc.k, sc.h, l, ModK, b.segs, sc.lora)
-	m.linear(sc.v, sc.h, l, ModV, b.segs, sc.lora)
+	h := m.operand(sc.h)
+	m.linear(sc.q, &h, l, ModQ, b.segs, sc.lora)
+	m.linear(sc.k, &h, l, ModK, b.segs, sc.lora)
+	m.linear(sc.v, &h, l, ModV, b.segs, sc.lora)
+	h.free()
 	q, k := sc.q, sc.k
 	if cfg.QKNorm {
 		t := len(b.ids)
@@ -277,7 +281,9 @@ func (m *Model) attentionBlock(l int, b *batch, sc *scratch) {
 		be.Copy(be.View(cv, s.past*kw, s.n, kw), be.View(sc.v, s.off*kw, s.n, kw))
 		be.Attention(be.View(sc.att, s.off*qw, s.n, qw), be.View(q, s.off*qw, s.n, qw), ck, cv, m.attn(s.past))
 	}
-	m.linear(sc.o, sc.att, l, ModO, b.segs, sc.lora)
+	att := m.operand(sc.att)
+	m.linear(sc.o, &att, l, ModO, b.segs, sc.lora)
+	att.free()
 	be.Add(sc.x, sc.x, sc.o)
 }
 
@@ -285,23 +291,28 @@ func (m *Model) attentionBlock(l int, b *batch, sc *scratch) {
 func (m *Model) mlpBlock(l int, b *batch, sc *scratch) {
 	be, ly := m.be, &m.layers[l]
 	be.RMSNorm(sc.h, sc.x, ly.mlpNorm, float32(m.cfg.RMSNormEps))
-	m.linear(sc.gate, sc.h, l, ModGate, b.segs, sc.lora)
-	m.linear(sc.up, sc.h, l, ModUp, b.segs, sc.lora)
+	h := m.operand(sc.h)
+	m.linear(sc.gate, &h, l, ModGate, b.segs, sc.lora)
+	m.linear(sc.up, &h, l, ModUp, b.segs, sc.lora)
+	h.free()
 	be.SwiGLU(sc.act, sc.gate, sc.up)
-	m.linear(sc.down, sc.act, l, ModDown, b.segs, sc.lora)
+	act := m.operand(sc.act)
+	m.linear(sc.down, &act, l, ModDown, b.segs, sc.lora)
+	act.free()
 	be.Add(sc.x, sc.x, sc.down)
 }
 
 // linear sets out = in*W^T (+ bias) and adds each segment's LoRA delta
 // scale*(in*A^T)*B^T; consecutive segments sharing an adapter share the
 // matmuls. tmp is scratch of at least rows*rank elements.
-func (m *Model) linear(out, in kernels.Tensor, l int, mod Module, segs []segment, tmp kernels.Tensor) {
+func (m *Model) linear(out kernels.Tensor, in *operand, l int, mod Module, segs []segment, tmp kernels.Tensor) {
 	be, ly := m.be, &m.layers[l]
 	m.baseMatMul(out, in, ly.w[mod], true, 0)
 	if mod <= ModO && ly.bias[mod] != nil {
 		be.AddRow(out, ly.bias[mod])
 	}
 	outW, inW := m.cfg.Dims(mod)
+	cast := m.loraCasts(ly.w[mod])
 	for i := 0; i < len(segs); {
 		j := i + 1
 		for j < len(segs) && segs[j].adapter == segs[i].adapter {
@@ -311,11 +322,29 @@ func (m *Model) linear(out, in kernels.Tensor, l int, mod Module, segs []segment
 			if w := a.Layers[l][mod]; w != nil {
 				r0, r1 := segs[i].off, segs[j-1].off+segs[j-1].n
 				rows := r1 - r0
-				t := be.View(tmp, 0, rows, a.Rank)
-				be.MatMul(t, be.View(in, r0*inW, rows, inW), w.A, false, true, 1, 0)
-				be.MatMul(be.View(out, r0*outW, rows, outW), t, w.B, false, true, a.Scale, 1)
+				t, o := be.View(tmp, 0, rows, a.Rank), be.View(out, r0*outW, rows, outW)
+				if cast {
+					m.loraBF16(o, be.View(in.bf16(), r0*inW, rows, inW), t, w, a.Scale)
+				} else {
+					be.MatMul(t, be.View(in.x, r0*inW, rows, inW), w.A, false, true, 1, 0)
+					be.MatMul(o, t, w.B, false, true, a.Scale, 1)
+				}
 			}
 		}
 		i = j
 	}
+}
+
+// loraBF16 adds scale*(in*A^T)*B^T to out under autocast: in is bf16, A, B
+// and the intermediate t (float32 scratch) are rounded to bf16 for their
+// GEMMs, as torch.autocast runs a LoRA's two linears.
+func (m *Model) loraBF16(out, in, t kernels.Tensor, w *LoRA, scale float32) {
+	be := m.be
+	ab, bb := m.castBF16(w.A), m.castBF16(w.B)
+	be.MatMul(t, in, ab, false, true, 1, 0)
+	tb := m.castBF16(t)
+	be.MatMul(out, tb, bb, false, true, scale, 1)
+	be.Free(ab)
+	be.Free(bb)
+	be.Free(tb)
 }

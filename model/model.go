@@ -93,6 +93,8 @@ type Model struct {
 	// autocast: GEMMs against bf16 base weights round their activation to
 	// bf16 (SetAutocast, autocast.go).
 	autocast bool
+	// loraF32: under autocast, LoRA GEMMs stay float32 (SetAutocastLoRA).
+	loraF32 bool
 }
 
 // layer holds one decoder layer's weights.

@@ -10,7 +10,7 @@
 //	go run ./bench/gpu [-backend auto|cuda|emulated|cpu] [-tiny] [-tokens 2048] [-steps 3] [-peak-tflops F]
 //	                   [-config hone.yaml] [-weight-dtype auto|float32|bfloat16] [-autocast auto|on|off]
 //	                   [-checkpointing auto|on|selective|off] [-compare] [-profile=false] [-shapes qwen3-0.6b,qwen3-8b]
-//	                   [-model DIR]
+//	                   [-lora-autocast on|off|both] [-model DIR]
 //	make bench-gpu ARGS='...'
 //
 // It measures what hone serve --train runs: the base weights' dtype,
@@ -21,7 +21,9 @@
 // trainer.LoadPolicy resolves them: on a GPU (and on the emulated CUDA
 // backend) bf16 weights, autocast and checkpointing; on the CPU float32
 // without either. -compare runs every shape twice, float32 weights and bf16
-// weights, side by side.
+// weights, side by side. Under autocast the LoRA GEMMs run in bf16
+// (model.SetAutocastLoRA); -lora-autocast off keeps them float32, and both
+// runs each autocast setting both ways.
 //
 // The GPU backend needs a binary built with -tags cuda: make bench-gpu does
 // that (scripts/cuda/build.sh) where nvidia-smi exists, and the GPU bundle
@@ -121,6 +123,7 @@ type options struct {
 	// The trainer's settings ("" = the configured one, "auto" by default).
 	weightDType, autocast, checkpointing string
 	compare                              bool
+	loraAutocast                         string // on, off or both
 	profile                              bool
 	modelDir                             string
 	shapes                               string   // comma-separated names ("" = all)
@@ -143,6 +146,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	fs.StringVar(&o.autocast, "autocast", "", "auto, on or off (default: trainer.autocast, auto: on with bf16 weights on a GPU)")
 	fs.StringVar(&o.checkpointing, "checkpointing", "", "activation checkpointing: auto, on, selective or off (default: trainer.activation_checkpointing, auto: selective on a GPU)")
 	fs.BoolVar(&o.compare, "compare", false, "run every shape twice: float32 weights, then bf16 weights (autocast as set)")
+	fs.StringVar(&o.loraAutocast, "lora-autocast", "on", "under autocast, the LoRA GEMMs in bf16 (on), float32 (off), or each autocast setting both ways (both)")
 	fs.BoolVar(&o.profile, "profile", true, "after the timed steps, one more step timed per op class (CUDA events on a GPU)")
 	fs.StringVar(&o.shapes, "shapes", "", "comma-separated shapes to run: qwen3-0.6b, qwen3-8b (default: both)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the host's CPU profile (pprof) of the first shape's timed steps to this file: where the host's time per op goes")
@@ -155,6 +159,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		if o.tiny {
 			o.tokens = 128
 		}
+	}
+	switch o.loraAutocast {
+	case "on", "off", "both":
+	default:
+		return fmt.Errorf("-lora-autocast %q: want on, off or both", o.loraAutocast)
 	}
 	if o.tokens < 2 || o.steps < 1 || o.rank < 0 {
 		return fmt.Errorf("-tokens %d, -steps %d, -rank %d: want >= 2, >= 1, >= 1", o.tokens, o.steps, o.rank)
@@ -214,12 +223,16 @@ type setting struct {
 	weights    kernels.DType
 	autocast   bool
 	checkpoint model.Checkpointing
+	loraF32    bool // under autocast, the LoRA GEMMs in float32 (-lora-autocast off)
 }
 
 func (s setting) String() string {
 	b := s.weights.String()
 	if s.autocast {
 		b += "+autocast"
+		if s.loraF32 {
+			b += " (LoRA fp32)"
+		}
 	}
 	switch s.checkpoint {
 	case model.CheckpointFull:
@@ -231,16 +244,32 @@ func (s setting) String() string {
 }
 
 // settings resolves the options for the backend named be (what
-// trainer.LoadPolicy does), or both dtypes with -compare.
-func settings(t trainer.Options, be string, compare bool) []setting {
+// trainer.LoadPolicy does), or both dtypes with -compare; lora is
+// -lora-autocast.
+func settings(t trainer.Options, be string, compare bool, lora string) []setting {
 	ckpt := t.CheckpointMode(be)
-	if !compare {
-		return []setting{{t.WeightDTypeOn(be), t.AutocastOn(be), ckpt}}
+	sets := []setting{{t.WeightDTypeOn(be), t.AutocastOn(be), ckpt, false}}
+	if compare {
+		sets = []setting{
+			{kernels.F32, false, ckpt, false},
+			{kernels.BF16, model.AutocastFor(t.Autocast, be != "cpu", kernels.BF16), ckpt, false},
+		}
 	}
-	return []setting{
-		{kernels.F32, false, ckpt},
-		{kernels.BF16, model.AutocastFor(t.Autocast, be != "cpu", kernels.BF16), ckpt},
+	var out []setting
+	for _, st := range sets {
+		if !st.autocast {
+			out = append(out, st)
+			continue
+		}
+		if lora != "off" {
+			out = append(out, st)
+		}
+		if lora != "on" {
+			st.loraF32 = true
+			out = append(out, st)
+		}
 	}
+	return out
 }
 
 // device is what the run knows of the GPU.
@@ -389,7 +418,7 @@ func memory(s memplan.Shapes, tokens, rank int, st setting) (fixed, perLayer int
 	}
 	switch {
 	case st.weights == kernels.BF16 && st.autocast:
-		fixed += 2*s.MaxGEMMWidth()*t + 32<<20
+		fixed += 2*s.CastWidth(rank > 0)*t + 32<<20
 	case st.weights == kernels.BF16:
 		fixed += 4 * s.MaxProjection()
 	}
@@ -445,12 +474,12 @@ func bench(ctx context.Context, w io.Writer, be backends.Opened, o options, topt
 		return err
 	}
 	rank := topts.LoRA.Rank
-	sets := settings(topts, be.Backend.Name(), o.compare)
+	sets := settings(topts, be.Backend.Name(), o.compare, o.loraAutocast)
 	fmt.Fprintf(w, "bench/gpu: LoRA step (forward, backward, AdamW; r=%d on q,k,v,o,gate,up,down; base frozen), "+
 		"one %d-token sequence per step, mean of %d timed step(s) after one warm-up\n", rank, o.tokens, o.steps)
 	fmt.Fprintf(w, "trainer settings: weight_dtype %s, autocast %s, activation_checkpointing %s -> on %s: %v\n",
 		topts.WeightDType, topts.Autocast, topts.ActivationCheckpointing, be.Backend.Name(),
-		settings(topts, be.Backend.Name(), false)[0])
+		settings(topts, be.Backend.Name(), false, o.loraAutocast)[0])
 	fmt.Fprintf(w, "backend %s on %s", be.Label(), d.name)
 	switch {
 	case d.total > 0:
@@ -611,6 +640,7 @@ func timeSteps(ctx context.Context, raw kernels.Backend, cfg *model.Config, dir 
 	defer m.Free()
 	m.SetCheckpointMode(st.checkpoint)
 	m.SetAutocast(st.autocast)
+	m.SetAutocastLoRA(!st.loraF32)
 	a, err := model.NewAdapter(m, "bench", model.AdapterConfig{Rank: rank, Alpha: float64(2 * rank)}, 1)
 	if err != nil {
 		return 0, 0, nil, 0, err

@@ -39,6 +39,9 @@ func TestRun(t *testing.T) {
 			"HONE_TRAINER_AUTOCAST=on"}, out: []string{"tiny   bf16+autocast  "}},
 		{args: []string{"-backend", "cpu", "-tiny", "-weight-dtype", "half"}, err: "weight_dtype"},
 		{args: []string{"-backend", "cpu", "-tiny"}, env: []string{"HONE_TRAINER_BOGUS=1"}, err: "HONE_TRAINER_BOGUS"},
+		{args: []string{"-backend", "emulated", "-tiny", "-steps", "1", "-tokens", "32", "-lora-autocast", "both", "-profile=false"},
+			out: []string{"tiny   bf16+autocast, sel. ckpt ", "tiny   bf16+autocast (LoRA fp32), sel. ckpt "}},
+		{args: []string{"-backend", "cpu", "-tiny", "-lora-autocast", "fp8"}, err: `-lora-autocast "fp8"`},
 		{args: []string{"-backend", "emulated"}, err: "use it with -tiny"},
 		{args: []string{"-backend", "cpu", "-tiny", "-tokens", "1"}, err: "-tokens 1"},
 	}
@@ -112,8 +115,8 @@ func TestFitLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s8, s06 := shapesOf(qwen3Shape8B()), shapesOf(c06)
-	f32, gpuRun := setting{weights: kernels.F32}, setting{kernels.BF16, true, model.CheckpointFull}
-	sel := setting{kernels.BF16, true, model.CheckpointSelective}
+	f32, gpuRun := setting{weights: kernels.F32}, setting{weights: kernels.BF16, autocast: true, checkpoint: model.CheckpointFull}
+	sel := setting{weights: kernels.BF16, autocast: true, checkpoint: model.CheckpointSelective}
 	for _, tc := range []struct {
 		name     string
 		s        memplan.Shapes

@@ -235,7 +235,7 @@ func TestRunSteps(t *testing.T) {
 		"LD_LIBRARY_PATH=" + filepath.Join(h.cuda, "lib64") + ":" + dir + "/lib:" + h.driver,
 		"selftest       pass", "device-tests   pass", "bench          pass",
 		"profile        skipped: no ncu", "peft-anchor    skipped: /nonexistent/python3 lacks torch",
-		"gpu-bench (placeholder of the packaging test) -compare -shapes qwen3-0.6b -steps 1",
+		"gpu-bench (placeholder of the packaging test) -compare -lora-autocast both -shapes qwen3-0.6b -steps 1",
 	} {
 		if !strings.Contains(string(sum), w) {
 			t.Errorf("summary lacks %q:\n%s", w, sum)

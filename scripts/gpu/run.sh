@@ -15,9 +15,10 @@
 #                 suite and the LoRA-step parity on the device (10 min)
 #   device-tests  bin/cuda.test -test.run '^TestDevice': kernels/cuda's device
 #                 tests, every kernel variant, LoRA step against the CPU (15 min)
-#   bench         bin/gpu-bench -compare: LoRA-step tokens/s and MFU, float32
-#                 and bf16 (what hone serve --train runs), with the per-op-class
-#                 table timed by CUDA events (25 min)
+#   bench         bin/gpu-bench -compare -lora-autocast both: LoRA-step
+#                 tokens/s and MFU, float32 and bf16 (what hone serve --train
+#                 runs), bf16 also with its LoRA GEMMs in float32, with the
+#                 per-op-class table timed by CUDA events (25 min)
 #   profile       per-kernel GPU time of one 0.6B-shape step by Nsight Compute
 #                 (ncu), when ncu is installed (15 min)
 #   peft-anchor   transformers + PEFT on the same shapes (python/peft_anchor.py),
@@ -108,7 +109,7 @@ skipped() {
 cd "$here" || exit 1
 step selftest 600 bin/hone-cuda selftest --backend cuda
 step device-tests 900 --fail-on '^--- SKIP: TestDevice' bin/cuda.test -test.run '^TestDevice' -test.v -test.timeout 14m
-step bench 1500 --fail-on 'not measured: no GPU' bin/gpu-bench -compare -shapes "$shapes" -steps "$steps"
+step bench 1500 --fail-on 'not measured: no GPU' bin/gpu-bench -compare -lora-autocast both -shapes "$shapes" -steps "$steps"
 ncu_bin="$(command -v ncu || true)"
 [ -z "$ncu_bin" ] && [ -x /usr/local/cuda/bin/ncu ] && ncu_bin=/usr/local/cuda/bin/ncu
 if [ -n "$ncu_bin" ]; then

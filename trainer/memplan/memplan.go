@@ -65,9 +65,9 @@ type Plan struct {
 	// GEMMWorkspace is cuBLASLt's workspace (32 MiB per context), which
 	// the bf16 x bf16 GEMMs of autocast use.
 	GEMMWorkspace int64
-	// CastScratch is autocast's temporary for SeqLen tokens: the largest
-	// activation operand of a base GEMM rounded to bf16 (0 without
-	// autocast).
+	// CastScratch is autocast's temporary for SeqLen tokens: the
+	// activation operands rounded to bf16 at once (Shapes.CastWidth; 0
+	// without autocast).
 	CastScratch            int64
 	Total                  int64 // for one SeqLen sequence
 	PerToken               int64 // bytes each micro-batch token costs
@@ -124,6 +124,18 @@ func (s Shapes) MaxGEMMWidth() int64 {
 	return int64(max(s.Hidden, s.Heads*s.HeadDim, s.KVHeads*s.HeadDim, s.MLP))
 }
 
+// CastWidth is how many activation elements per token autocast holds
+// rounded to bf16 at once: a GEMM's widest operand (MaxGEMMWidth) for the
+// base GEMMs alone; with a LoRA, whose backward rounds a module's input
+// and output gradient together (model.SetAutocastLoRA), the widest
+// module's input plus output.
+func (s Shapes) CastWidth(lora bool) int64 {
+	if !lora {
+		return s.MaxGEMMWidth()
+	}
+	return int64(s.Hidden + max(s.Heads*s.HeadDim, s.MLP))
+}
+
 // MaxProjection is the largest projection's element count (the LM head is
 // not one: it is read chunk by chunk).
 func (s Shapes) MaxProjection() int64 {
@@ -164,7 +176,7 @@ func Make(r Request) (Plan, error) {
 	var cast int64
 	switch {
 	case wb == 2 && r.Autocast:
-		cast = 2 * s.MaxGEMMWidth()
+		cast = 2 * s.CastWidth(r.Rank > 0)
 		p.GEMMWorkspace = 32 << 20
 	case wb == 2:
 		p.WidenedWeight = 4 * s.MaxProjection()
