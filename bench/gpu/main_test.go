@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/kernels"
 	"github.com/hone-rl/hone/kernels/backends"
 	"github.com/hone-rl/hone/model"
+	"github.com/hone-rl/hone/peers"
 	"github.com/hone-rl/hone/trainer/memplan"
 )
 
@@ -163,5 +169,47 @@ func TestShapesFlag(t *testing.T) {
 	}
 	if _, err := shapes(options{shapes: "llama"}); err == nil || !strings.Contains(err.Error(), `unknown shape "llama"`) {
 		t.Fatalf("unknown: %v", err)
+	}
+}
+
+// TestPEFTAnchorTiny runs the transformers + PEFT anchor the GPU bundle
+// ships (peft_anchor.py) on its tiny shape on the CPU with the peers'
+// torch: one JSON row per dtype, bf16-autocast included, each with a
+// positive step time. A check of the script, not a figure.
+func TestPEFTAnchorTiny(t *testing.T) {
+	py, err := peers.Python()
+	if err != nil {
+		if peers.Required() {
+			t.Fatalf("HONE_REQUIRE_PEERS=1: %v", err)
+		}
+		t.Skip(err)
+	}
+	out := filepath.Join(t.TempDir(), "rows.jsonl")
+	cmd := exec.Command(py, "peft_anchor.py", "--tiny", "--steps", "1", "--tokens", "64", "--json", out)
+	b, err := cmd.CombinedOutput()
+	t.Logf("%s", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			Dtype          string  `json:"dtype"`
+			SecondsPerStep float64 `json:"seconds_per_step"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("row %q: %v", line, err)
+		}
+		if !(r.SecondsPerStep > 0) {
+			t.Errorf("row %q: no step time", line)
+		}
+		got = append(got, r.Dtype)
+	}
+	if want := []string{"bf16", "bf16-autocast", "fp32"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
 	}
 }

@@ -7,9 +7,12 @@ logits in float32, gathered at the next token), backward, and AdamW
 on q, k, v, o, gate, up and down; the base is frozen. Weights are random
 (transformers' own init, made on the device: nothing is downloaded).
 
-Dtypes: fp32 (TF32 off: what hone's float32 GEMMs compute) and bf16 (the base
+Dtypes: fp32 (TF32 off: what hone's float32 GEMMs compute), bf16 (the base
 weights in bfloat16, PEFT's adapter in float32 as its autocast_adapter_dtype
-default makes it). --grad-ckpt turns on gradient checkpointing (hone's
+default makes it, so PEFT runs the LoRA linears in float32) and
+bf16-autocast (the same under torch.autocast(bfloat16), as transformers'
+Trainer runs with bf16=True: the LoRA linears in bf16 too, which is what
+hone's autocast does). --grad-ckpt turns on gradient checkpointing (hone's
 activation checkpointing counterpart). Attention: --attn (default sdpa,
 which PyTorch dispatches to cuDNN or FlashAttention on a Hopper GPU).
 
@@ -37,7 +40,8 @@ def run_one(torch, shape, dtype, args, device):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "bf16-autocast": torch.bfloat16}[dtype]
+    autocast = dtype == "bf16-autocast"
     cfg = Qwen3Config(**SHAPES[shape], max_position_embeddings=max(40960, args.tokens), rms_norm_eps=1e-6,
                       rope_theta=1e6, attention_bias=False)
     cfg._attn_implementation = args.attn
@@ -60,7 +64,8 @@ def run_one(torch, shape, dtype, args, device):
     init = time.time() - t0
 
     def step():
-        logits = model(input_ids=ids).logits[0, :-1].float()
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=autocast):
+            logits = model(input_ids=ids).logits[0, :-1].float()
         lp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
         loss = -lp.mean()
         loss.backward()
@@ -85,7 +90,7 @@ def run_one(torch, shape, dtype, args, device):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="qwen3-0.6b,qwen3-8b", help="comma-separated: " + ", ".join(SHAPES))
-    ap.add_argument("--dtypes", default="bf16,fp32", help="comma-separated: bf16, fp32")
+    ap.add_argument("--dtypes", default="bf16,bf16-autocast,fp32", help="comma-separated: bf16, bf16-autocast, fp32")
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rank", type=int, default=16)
@@ -131,10 +136,10 @@ def main():
                 torch.cuda.empty_cache()
             rows.append(r)
             if "error" in r:
-                print(f"{shape:12s} {dtype:5s} {r['error']}")
+                print(f"{shape:12s} {dtype:13s} {r['error']}")
             else:
                 peak = f"{r['peak_gb']:.1f} GB peak" if r["peak_gb"] is not None else ""
-                print(f"{shape:12s} {dtype:5s} {r['seconds_per_step']:.3f} s/step  {r['tokens_per_sec']:,.0f} tokens/s  "
+                print(f"{shape:12s} {dtype:13s} {r['seconds_per_step']:.3f} s/step  {r['tokens_per_sec']:,.0f} tokens/s  "
                       f"{peak}  (init {r['init_seconds']:.1f} s)")
             sys.stdout.flush()
     if args.json:
