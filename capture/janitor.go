@@ -95,7 +95,9 @@ const vlogGCInterval = 10 * time.Minute
 // one pass closes (header-less one-call sessions at a few hundred calls
 // per second) keeps up instead of falling further behind every second.
 func (s *Store) Sweep(ctx context.Context, now time.Time) error {
-	for _, pass := range []func(time.Time) (int, error){s.closeIdle, s.applyDeadline} {
+	var from []byte // where the deadline's next pass goes on in the state index (writer goroutine only)
+	deadline := func(now time.Time) (int, error) { return s.applyDeadline(now, &from) }
+	for _, pass := range []func(time.Time) (int, error){s.closeIdle, deadline} {
 		err := s.passes(ctx, func() (int, error) {
 			// the count comes back by channel: do may return (ctx done)
 			// while the pass still runs on the writer
@@ -170,19 +172,26 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 
 // applyDeadline gives up to maxPerPass committed sessions past the reward
 // deadline the default reward or drops them, and returns how many it
-// looked at.
-func (s *Store) applyDeadline(now time.Time) (int, error) {
+// looked at. It reads them from the state index, where committed sessions
+// sort by the time they were committed, starting at *from (nil: the
+// start) and leaving there the key after the last one it looked at, so
+// that the sweep's next pass goes on past sessions it left committed
+// (rewarded ones, which the batch after their call builds). No set of the
+// committed sessions is kept in memory: without a reward they wait
+// reward.deadline (an hour by default), and at a few thousand header-less
+// sessions a second such a set held millions.
+func (s *Store) applyDeadline(now time.Time, from *[]byte) (int, error) {
 	dl := s.opts.Reward.Deadline
 	if dl <= 0 {
 		return 0, nil
 	}
-	cutoff := now.Add(-dl)
-	ids := s.w.waiting.before(cutoff, maxPerPass)
-	if len(ids) == 0 {
-		return 0, nil
-	}
+	cutoff := uint64(now.Add(-dl).UnixNano())
 	def := s.opts.Reward.Default
+	n := 0
 	err := s.update(true, func(t *tx) error {
+		var ids []string
+		ids, *from = dueCommitted(t.txn, *from, cutoff)
+		n = len(ids)
 		for _, id := range ids {
 			rec, err := t.session(id)
 			if err != nil {
@@ -204,10 +213,31 @@ func (s *Store) applyDeadline(now time.Time) (int, error) {
 		}
 		return nil
 	})
-	if err == nil {
-		s.w.waiting.drop(ids, cutoff)
+	return n, err
+}
+
+// dueCommitted returns up to maxPerPass sessions of the committed state
+// index entered before cutoff (ns), from key from on (nil: the first), and
+// the key to go on from.
+func dueCommitted(txn *badger.Txn, from []byte, cutoff uint64) ([]string, []byte) {
+	prefix := statePrefix(StateCommitted)
+	o := badger.DefaultIteratorOptions
+	o.PrefetchValues, o.Prefix = false, prefix
+	it := txn.NewIterator(o)
+	defer it.Close()
+	if from == nil {
+		from = prefix
 	}
-	return len(ids), err
+	var ids []string
+	for it.Seek(from); it.Valid() && len(ids) < maxPerPass; it.Next() {
+		k := it.Item().Key()
+		if len(k) < len(prefix)+8 || beUint64(k[len(prefix):]) >= cutoff {
+			break
+		}
+		ids = append(ids, stateKeySession(k))
+		from = append(append(from[:0:0], k...), 0) // the next key after k
+	}
+	return ids, from
 }
 
 // Evict deletes up to max consumed sessions, oldest consumed first, with

@@ -648,3 +648,82 @@ func TestSessionRecordBehindCalls(t *testing.T) {
 		t.Fatalf("after a lagging record: calls %d next %d stored %d err %v", rec.Calls, rec.NextSeq, len(calls), err)
 	}
 }
+
+// TestDeadlinePassesLingering: the deadline's passes read committed
+// sessions from the state index in commit order and go on past the ones
+// they leave committed (a reward they have: here more than a pass of
+// sessions committed with a reward whose experiences were not built), so
+// the unrewarded sessions committed after them are still dropped in the
+// same sweep, and again after a restart.
+func TestDeadlinePassesLingering(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Reward.Deadline = time.Minute
+	dir := t.TempDir()
+	s := openTest(t, dir, o)
+	v := newVocab()
+	prompts, replies := toolSession()
+	const lingering, late = maxPerPass + 40, 12
+	for i := range lingering + 2*late {
+		s.Record(v.makeCall(fmt.Sprintf("call-%d", i), fmt.Sprintf("s%03d", i), prompts[0], replies[0], 1))
+	}
+	s.syncQueue(t)
+	err := s.update(true, func(t *tx) error {
+		for i := range lingering {
+			rec, err := t.session(fmt.Sprintf("s%03d", i))
+			if err != nil {
+				return err
+			}
+			if err := t.addReward(rec, Reward{Value: 1, Source: "test", At: t.now}); err != nil {
+				return err
+			}
+			if err := t.setState(rec, StateCommitted); err != nil { // committed with a reward, not built
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(s *Store, from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := s.Commit(ctx, fmt.Sprintf("s%03d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state := func(s *Store, id string) State {
+		rec, _, err := s.GetSession(ctx, id)
+		if err != nil || rec == nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+		return rec.State
+	}
+	commit(s, lingering, lingering+late)
+	if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for i := lingering; i < lingering+late; i++ {
+		if st := state(s, fmt.Sprintf("s%03d", i)); st != StateDropped {
+			t.Fatalf("session %d, committed without a reward after %d lingering ones: %s after the deadline, want dropped", i, lingering, st)
+		}
+	}
+	if st := state(s, "s000"); st != StateCommitted {
+		t.Fatalf("a lingering session: %s, want committed (the deadline leaves rewarded sessions alone)", st)
+	}
+	commit(s, lingering+late, lingering+2*late)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, o)
+	defer s.Close()
+	if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for i := lingering + late; i < lingering+2*late; i++ {
+		if st := state(s, fmt.Sprintf("s%03d", i)); st != StateDropped {
+			t.Fatalf("session %d after a restart: %s after the deadline, want dropped", i, st)
+		}
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// timeHeap holds sessions by a time (an open session's last call, a
-// committed one's commit), earliest first, so that the janitor's pass looks
+// timeHeap holds sessions by a time (an open session's last call),
+// earliest first, so that the janitor's pass looks
 // only at the sessions whose time has passed instead of walking them all:
 // with many short sessions (every header-less one-call session stays open
 // until its idle timeout) that walk ran every second over millions.

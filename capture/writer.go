@@ -12,10 +12,9 @@ import (
 
 // writerState is owned by the writer goroutine.
 type writerState struct {
-	s       *Store
-	cache   *simplelru.LRU[string, *Session]
-	open    *timeHeap // open session -> last call
-	waiting *timeHeap // committed, unrewarded session -> commit time
+	s     *Store
+	cache *simplelru.LRU[string, *Session]
+	open  *timeHeap // open session -> last call
 	// open sessions with a reward: what a Trinity /commit closes
 	rewardedOpen map[string]struct{}
 	// committed sessions with a reward found at load: a crash came between
@@ -32,7 +31,7 @@ func loadWriterState(s *Store) (*writerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer cache: %w", err)
 	}
-	w := &writerState{s: s, cache: cache, open: newTimeHeap(), waiting: newTimeHeap(),
+	w := &writerState{s: s, cache: cache, open: newTimeHeap(),
 		rewardedOpen: map[string]struct{}{}}
 	err = s.db.View(func(txn *badger.Txn) error {
 		read := txnReader(txn)
@@ -51,7 +50,8 @@ func loadWriterState(s *Store) (*writerState, error) {
 	return w, nil
 }
 
-// loadIndex counts sessions by state and rebuilds the open and waiting sets.
+// loadIndex counts sessions by state, rebuilds the open set and lists the
+// committed sessions with a reward (recover).
 func (w *writerState) loadIndex(txn *badger.Txn) error {
 	read := txnReader(txn)
 	for _, st := range States {
@@ -76,9 +76,7 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 				if rec.rewarded() {
 					w.rewardedOpen[id] = struct{}{}
 				}
-			case !rec.rewarded():
-				w.waiting.set(id, rec.Since)
-			default:
+			case rec.rewarded():
 				w.recover = append(w.recover, id)
 			}
 			return nil
@@ -115,7 +113,6 @@ func (s *Store) recoverReady() error {
 // deleted).
 func (w *writerState) forget(id string) {
 	w.open.remove(id)
-	w.waiting.remove(id)
 	delete(w.rewardedOpen, id)
 }
 
@@ -132,8 +129,6 @@ func (w *writerState) moved(id string, from, to State, since, last time.Time) {
 			last = since // a new session: its first call sets the time right after; a zero would sift to the top and back
 		}
 		w.open.set(id, last)
-	case StateCommitted:
-		w.waiting.set(id, since)
 	}
 }
 
