@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -17,7 +18,7 @@ import (
 // (captured prompts, experiences) and swaps policies. Such planes refuse a
 // request a browser marks as coming from another site (Origin that is not a
 // loopback origin, Sec-Fetch-Site: cross-site) and, on a loopback listener,
-// a Host that is not a loopback name (DNS rebinding). Agents' SDKs, curl
+// a Host that a rebound page could send (hostAllowed). Agents' SDKs, curl
 // and peers send no Origin and name the address they dialled.
 
 // crossSite returns why a request on a plane without credentials is
@@ -39,9 +40,9 @@ func crossSite(host, origin, fetchSite string, checkHost bool) string {
 		if hh, _, err := net.SplitHostPort(host); err == nil {
 			h = hh
 		}
-		if !loopbackName(h) {
-			return "Host " + clip(host) + " is not a loopback name: a loopback listener without credentials " +
-				"answers only requests addressed to localhost or a loopback address"
+		if !hostAllowed(h) {
+			return "Host " + clip(host) + " is not this machine's name: a loopback listener without credentials " +
+				"answers only requests addressed to localhost, an IP address or the machine's host name"
 		}
 	}
 	return ""
@@ -57,6 +58,29 @@ func loopbackName(h string) bool {
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
 }
+
+// hostAllowed reports whether a request to a loopback listener may name
+// h as its Host: a loopback name, an IP address (a page whose DNS name was
+// rebound to 127.0.0.1 sends that name, never an address) or this
+// machine's host name (which the machine resolves itself: Debian maps it
+// to 127.0.1.1, so an agent given http://<hostname>:8080 reaches hone over
+// loopback).
+func hostAllowed(h string) bool {
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	if loopbackName(h) || net.ParseIP(h) != nil {
+		return true
+	}
+	return h != "" && h == machineName
+}
+
+// machineName is os.Hostname in lower case ("" when unknown).
+var machineName = func() string {
+	n, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.ToLower(n), ".")
+}()
 
 // browserGuard answers 403 and reports true for a request the data plane,
 // without client keys, refuses (crossSite); cors is set for a page of an

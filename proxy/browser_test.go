@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCrossSite(t *testing.T) {
 	for _, tc := range []struct {
@@ -17,6 +20,11 @@ func TestCrossSite(t *testing.T) {
 		{"evil.example:8080", "", "", true, true},
 		{"localhost.evil.example", "", "", true, true},
 		{"127.0.0.1.nip.io", "", "", true, true},
+		{"192.168.1.5:8080", "", "", true, false}, // an address: no DNS name to rebind
+		{"[fe80::1]:8080", "", "", true, false},
+		{machineName + ":8080", "", "", true, machineName == ""},
+		{strings.ToUpper(machineName) + ".", "", "", true, machineName == ""},
+		{machineName + ".evil.example", "", "", true, true},
 		{"evil.example:8080", "", "", false, false}, // a listener others reach by name
 		{"localhost", "http://localhost:3000", "same-site", true, false},
 		{"localhost", "https://127.0.0.1", "", true, false},

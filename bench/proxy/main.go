@@ -644,6 +644,7 @@ func openLoop(base string, rate int, d time.Duration) result {
 				sched := time.Since(at)
 				mu.Lock()
 				if err != nil {
+					noteErr(base, err)
 					res.errors++
 				} else {
 					res.at = append(res.at, at)
@@ -700,6 +701,7 @@ func closedLoop(base string, workers int, d time.Duration) result {
 			for time.Now().Before(deadline) {
 				lat, err := doOnce(c, base, &cv)
 				if err != nil {
+					noteErr(base, err)
 					errs++
 					continue
 				}
@@ -733,6 +735,7 @@ func streamRun(base string, conc int, d time.Duration) result {
 				lat, ch, n, err := oneStream(base)
 				mu.Lock()
 				if err != nil {
+					noteErr(base, err)
 					res.errors++
 				} else {
 					res.lat = append(res.lat, lat...)
@@ -760,8 +763,15 @@ func oneStream(base string) ([]float64, int, int, error) {
 	}
 	defer c.Close()
 	body := `{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"stream":true}`
-	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", u.Host, len(body), body)
 	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if !strings.HasPrefix(status, "HTTP/1.1 200 ") {
+		return nil, 0, 0, fmt.Errorf("stream answered %q", strings.TrimSpace(status))
+	}
 	for { // headers
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -797,6 +807,17 @@ func oneStream(base string) ([]float64, int, int, error) {
 				lat = append(lat, float64(now-sent))
 			}
 		}
+	}
+}
+
+// noted holds the targets whose first failed request noteErr reported.
+var noted sync.Map
+
+// noteErr prints a target's first failed request on stderr (the report
+// counts them; this says why).
+func noteErr(base string, err error) {
+	if _, seen := noted.LoadOrStore(base, true); !seen {
+		fmt.Fprintf(os.Stderr, "%s: first failed request: %v\n", base, err)
 	}
 }
 
