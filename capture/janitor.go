@@ -95,9 +95,7 @@ const vlogGCInterval = 10 * time.Minute
 // one pass closes (header-less one-call sessions at a few hundred calls
 // per second) keeps up instead of falling further behind every second.
 func (s *Store) Sweep(ctx context.Context, now time.Time) error {
-	var from []byte // where the deadline's next pass goes on in the state index (writer goroutine only)
-	deadline := func(now time.Time) (int, error) { return s.applyDeadline(now, &from) }
-	for _, pass := range []func(time.Time) (int, error){s.closeIdle, deadline} {
+	for _, pass := range []func(time.Time) (int, error){s.closeIdle, s.applyDeadline} {
 		err := s.passes(ctx, func() (int, error) {
 			// the count comes back by channel: do may return (ctx done)
 			// while the pass still runs on the writer
@@ -173,25 +171,33 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 // applyDeadline gives up to maxPerPass committed sessions past the reward
 // deadline the default reward or drops them, and returns how many it
 // looked at. It reads them from the state index, where committed sessions
-// sort by the time they were committed, starting at *from (nil: the
-// start) and leaving there the key after the last one it looked at, so
-// that the sweep's next pass goes on past sessions it left committed
-// (rewarded ones, which the batch after their call builds). No set of the
-// committed sessions is kept in memory: without a reward they wait
-// reward.deadline (an hour by default), and at a few thousand header-less
-// sessions a second such a set held millions.
-func (s *Store) applyDeadline(now time.Time, from *[]byte) (int, error) {
+// sort by the time they were committed, from where the last pass stopped
+// (writerState.deadlineFrom; from the start after a restart, or when the
+// clock went back), so that a pass goes on past sessions left committed
+// (with a reward whose experiences failed to build) instead of reading
+// them again every second. No set of the committed sessions is kept in
+// memory: without a reward they wait reward.deadline (an hour by default),
+// and at a few thousand header-less sessions a second such a set held
+// millions.
+func (s *Store) applyDeadline(now time.Time) (int, error) {
 	dl := s.opts.Reward.Deadline
 	if dl <= 0 {
 		return 0, nil
 	}
-	cutoff := uint64(now.Add(-dl).UnixNano())
+	cut := now.Add(-dl).UnixNano()
+	if cut <= 0 { // a deadline reaching back before 1970: nothing is due
+		return 0, nil
+	}
+	w := s.w
+	if now.Before(w.deadlineAt) {
+		w.deadlineFrom = nil
+	}
+	w.deadlineAt = now
 	def := s.opts.Reward.Default
-	n := 0
+	var ids []string
+	var next []byte
 	err := s.update(true, func(t *tx) error {
-		var ids []string
-		ids, *from = dueCommitted(t.txn, *from, cutoff)
-		n = len(ids)
+		ids, next = dueCommitted(t.txn, w.deadlineFrom, uint64(cut))
 		for _, id := range ids {
 			rec, err := t.session(id)
 			if err != nil {
@@ -213,7 +219,11 @@ func (s *Store) applyDeadline(now time.Time, from *[]byte) (int, error) {
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return len(ids), err // the same sessions again next pass
+	}
+	w.deadlineFrom = next
+	return len(ids), nil
 }
 
 // dueCommitted returns up to maxPerPass sessions of the committed state

@@ -712,6 +712,14 @@ func TestDeadlinePassesLingering(t *testing.T) {
 	if st := state(s, "s000"); st != StateCommitted {
 		t.Fatalf("a lingering session: %s, want committed (the deadline leaves rewarded sessions alone)", st)
 	}
+	// the next sweep goes on after them: it reads none of them again
+	looked := -1
+	if err := s.do(ctx, func() (err error) { looked, err = s.applyDeadline(time.Now().Add(time.Hour)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if looked != 0 {
+		t.Fatalf("the pass after a sweep read %d committed sessions again, want 0", looked)
+	}
 	commit(s, lingering+late, lingering+2*late)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -725,5 +733,26 @@ func TestDeadlinePassesLingering(t *testing.T) {
 		if st := state(s, fmt.Sprintf("s%03d", i)); st != StateDropped {
 			t.Fatalf("session %d after a restart: %s after the deadline, want dropped", i, st)
 		}
+	}
+}
+
+// TestDeadlineBefore1970: a reward deadline that reaches back before the
+// Unix epoch (call_ttl 0 lets it be decades) makes nothing due.
+func TestDeadlineBefore1970(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Retention.CallTTL = 0
+	o.Reward.Deadline = 80 * 365 * 24 * time.Hour
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	runSession(t, s, newVocab(), "d")
+	if _, err := s.Commit(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := s.GetSession(ctx, "d"); err != nil || rec.State != StateCommitted {
+		t.Fatalf("session %+v, %v: want committed, its deadline decades away", rec, err)
 	}
 }

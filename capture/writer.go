@@ -15,6 +15,11 @@ type writerState struct {
 	s     *Store
 	cache *simplelru.LRU[string, *Session]
 	open  *timeHeap // open session -> last call
+	// where the reward deadline's next pass reads the committed sessions'
+	// state index (nil: from the start), and the time of the sweep that
+	// set it: a later sweep with an earlier time starts over
+	deadlineFrom []byte
+	deadlineAt   time.Time
 	// open sessions with a reward: what a Trinity /commit closes
 	rewardedOpen map[string]struct{}
 	// committed sessions with a reward found at load: a crash came between

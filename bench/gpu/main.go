@@ -479,7 +479,7 @@ func bench(ctx context.Context, w io.Writer, be backends.Opened, o options, topt
 		"one %d-token sequence per step, mean of %d timed step(s) after one warm-up\n", rank, o.tokens, o.steps)
 	fmt.Fprintf(w, "trainer settings: weight_dtype %s, autocast %s, activation_checkpointing %s -> on %s: %v\n",
 		topts.WeightDType, topts.Autocast, topts.ActivationCheckpointing, be.Backend.Name(),
-		settings(topts, be.Backend.Name(), false, o.loraAutocast)[0])
+		settings(topts, be.Backend.Name(), false, "on")[0])
 	fmt.Fprintf(w, "backend %s on %s", be.Label(), d.name)
 	switch {
 	case d.total > 0:

@@ -88,12 +88,14 @@ func (s *suite) bf16(t T) {
 	panics(t, "add of a bf16 tensor", func() { be.Add(be.New(len(x)), xt, be.New(len(x))) })
 	panics(t, "copy between types", func() { be.Copy(be.New(len(x)), xt) })
 
-	// MatMul: A bf16, B bf16 (B^T, as a weight), both; and batched over a
-	// shared bf16 B.
+	// MatMul: A bf16, B bf16 (B^T, as a weight), both, with either
+	// transposed (A^T: autocast's LoRA gradients, dY^T X); and batched over
+	// a shared bf16 B.
 	for _, sh := range [][3]int{{1, 7, 5}, {5, 9, 13}, {16, 33, 17}, {70, 300, 37}} {
 		m, k, n := sh[0], sh[1], sh[2]
 		for _, dt := range [][2]kernels.DType{{kernels.BF16, kernels.F32}, {kernels.F32, kernels.BF16}, {kernels.BF16, kernels.BF16}} {
-			for _, tb := range []bool{false, true} {
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				ta, tb := tr[0], tr[1]
 				a, b, c0 := s.randn(m*k), s.randn(k*n), s.randn(m*n)
 				ar, br := a, b
 				if dt[0] == kernels.BF16 {
@@ -103,10 +105,10 @@ func (s *suite) bf16(t T) {
 					br = roundAll(b)
 				}
 				ct := s.up(c0, m, n)
-				at, bt := be.UploadT(dt[0], a, m, k), be.UploadT(dt[1], b, dims(k, n, tb)...)
-				be.MatMul(ct, at, bt, false, tb, 0.5, 1)
-				near(t, name("matmul %v x %v m%d k%d n%d tb=%v", dt[0], dt[1], m, k, n, tb), s.down(ct),
-					refMatMul(ar, br, c0, m, n, k, false, tb, 0.5, 1), 1e-4*math.Sqrt(float64(k)), 1e-5)
+				at, bt := be.UploadT(dt[0], a, dims(m, k, ta)...), be.UploadT(dt[1], b, dims(k, n, tb)...)
+				be.MatMul(ct, at, bt, ta, tb, 0.5, 1)
+				near(t, name("matmul %v x %v m%d k%d n%d ta=%v tb=%v", dt[0], dt[1], m, k, n, ta, tb), s.down(ct),
+					refMatMul(ar, br, c0, m, n, k, ta, tb, 0.5, 1), 1e-4*math.Sqrt(float64(k)), 1e-5)
 				be.Free(at)
 				be.Free(bt)
 			}

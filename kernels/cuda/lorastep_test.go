@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -120,31 +121,36 @@ func TestLoRAStepBF16MatchesCPU(t *testing.T) {
 // AutocastParityTol and AutocastAdamWTol; see there for why the bounds are
 // wider than exact mode's: a float32 ulp on a bf16 rounding boundary flips
 // an activation by 2^-8). How far autocast moves the step from
-// exact mode (bf16 weights, float32 activations) is logged.
+// exact mode (bf16 weights, float32 activations) is logged. Both with the
+// LoRA GEMMs in float32 (the selftest's rows) and in bf16 (the trainer's
+// default, selftest.Mode.LoRABF16).
 func TestLoRAStepAutocastMatchesCPU(t *testing.T) {
 	ctx := context.Background()
-	for _, arch := range selftest.Archs {
-		ref, err := selftest.CPUReferenceMode(ctx, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		exactRef, err := selftest.CPUReferenceT(ctx, arch, kernels.BF16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		moved, floor := 0.0, 0.0
-		for name, w := range exactRef.Want.Grads {
-			moved = math.Max(moved, selftest.RelErr(ref.Want.Grads[name], w))
-			floor = math.Max(floor, ref.Floor["grad "+name])
-		}
-		t.Logf("%s: autocast against exact mode on the cpu: loss %.7g vs %.7g (relative %.2g), worst LoRA gradient relative %.2g; cpu variants with autocast among themselves: worst gradient %.2g",
-			arch, ref.Want.Loss, exactRef.Want.Loss, math.Abs(ref.Want.Loss-exactRef.Want.Loss)/math.Abs(exactRef.Want.Loss), moved, floor)
-		for _, v := range Variants() {
-			t.Run(arch+"/"+v, func(t *testing.T) {
-				emulatedStepMatches(t, ref, v, func(be kernels.Backend) (selftest.Step, error) {
-					return selftest.LoRAStepMode(ctx, be, arch, selftest.Mode{Base: kernels.BF16, Autocast: true})
+	for _, lora := range []bool{false, true} {
+		mode := selftest.Mode{Base: kernels.BF16, Autocast: true, LoRABF16: lora}
+		for _, arch := range selftest.Archs {
+			ref, err := selftest.CPUReferenceMode(ctx, arch, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exactRef, err := selftest.CPUReferenceT(ctx, arch, kernels.BF16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved, floor := 0.0, 0.0
+			for name, w := range exactRef.Want.Grads {
+				moved = math.Max(moved, selftest.RelErr(ref.Want.Grads[name], w))
+				floor = math.Max(floor, ref.Floor["grad "+name])
+			}
+			t.Logf("%s, LoRA GEMMs bf16 %v: autocast against exact mode on the cpu: loss %.7g vs %.7g (relative %.2g), worst LoRA gradient relative %.2g; cpu variants with autocast among themselves: worst gradient %.2g",
+				arch, lora, ref.Want.Loss, exactRef.Want.Loss, math.Abs(ref.Want.Loss-exactRef.Want.Loss)/math.Abs(exactRef.Want.Loss), moved, floor)
+			for _, v := range Variants() {
+				t.Run(fmt.Sprintf("%s/%s/lora-bf16=%v", arch, v, lora), func(t *testing.T) {
+					emulatedStepMatches(t, ref, v, func(be kernels.Backend) (selftest.Step, error) {
+						return selftest.LoRAStepMode(ctx, be, arch, mode)
+					})
 				})
-			})
+			}
 		}
 	}
 }
