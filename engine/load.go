@@ -39,6 +39,7 @@ func (l *modelLM) LoadAdapter(dir string) (lmAdapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.Freeze() // served as loaded: autocast rounds its weights once
 	return a, nil
 }
 

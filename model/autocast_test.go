@@ -279,6 +279,16 @@ func TestLinearAutocastLoRA(t *testing.T) {
 		gl := g.adapter.Layers[0][c.mod]
 		return down(o), down(d), down(gl.A), down(gl.B)
 	}
+	// a frozen adapter (an engine's) uses bf16 copies made once: the same
+	// products
+	wantOut, wantDin, _, _ := run(true)
+	c.a.Freeze()
+	if out, din, _, _ := run(true); !slices.Equal(out, wantOut) || !slices.Equal(din, wantDin) {
+		t.Errorf("a frozen adapter's bf16 LoRA GEMMs differ from an unfrozen one's")
+	}
+	if out, _, _, _ := run(true); !slices.Equal(out, wantOut) {
+		t.Errorf("a frozen adapter's second pass differs")
+	}
 	for _, cast := range []bool{true, false} {
 		gotOut, gotDin, gotA, gotB := run(cast)
 		got := [][]float32{gotOut, gotDin, gotA, gotB}

@@ -236,7 +236,7 @@ func (w *bwd) linear(din kernels.Tensor, in *operand, dy kernels.Tensor, l int, 
 		ga = w.g.adapter.Layers[l][mod]
 	}
 	if m.loraCasts(wt) {
-		w.loraBF16(din, in, &dyo, proj, dt, lw, ga, a.Scale)
+		w.loraBF16(din, in, &dyo, proj, dt, a, l, mod, ga)
 		return
 	}
 	be.MatMul(proj, in.x, lw.A, false, true, 1, 0)
@@ -251,12 +251,15 @@ func (w *bwd) linear(din kernels.Tensor, in *operand, dy kernels.Tensor, l int, 
 // loraBF16 is linear's LoRA part under autocast (Model.loraBF16's
 // backward): every GEMM takes bf16 operands (in, dy, A, B, the recomputed
 // in*A^T and its gradient dt, rounded) and accumulates in float32 into
-// float32 din and gradients ga (nil: no adapter gradients).
-func (w *bwd) loraBF16(din kernels.Tensor, in, dy *operand, proj, dt kernels.Tensor, lw, ga *LoRA, scale float32) {
-	m, be := w.m, w.m.be
-	ab, bb := m.castBF16(lw.A), m.castBF16(lw.B)
-	defer be.Free(ab)
-	defer be.Free(bb)
+// float32 din and gradients ga (nil: no adapter gradients) of layer l's
+// module mod of adapter a.
+func (w *bwd) loraBF16(din kernels.Tensor, in, dy *operand, proj, dt kernels.Tensor, a *Adapter, l int, mod Module, ga *LoRA) {
+	m, be, scale := w.m, w.m.be, a.Scale
+	ab, bb, owned := a.weightsBF16(l, mod)
+	if owned {
+		defer be.Free(ab)
+		defer be.Free(bb)
+	}
 	be.MatMul(proj, in.bf16(), ab, false, true, 1, 0)
 	be.MatMul(dt, dy.bf16(), bb, false, false, scale, 0)
 	dtb := m.castBF16(dt)

@@ -324,7 +324,7 @@ func (m *Model) linear(out kernels.Tensor, in *operand, l int, mod Module, segs 
 				rows := r1 - r0
 				t, o := be.View(tmp, 0, rows, a.Rank), be.View(out, r0*outW, rows, outW)
 				if cast {
-					m.loraBF16(o, be.View(in.bf16(), r0*inW, rows, inW), t, w, a.Scale)
+					m.loraBF16(o, be.View(in.bf16(), r0*inW, rows, inW), t, a, l, mod)
 				} else {
 					be.MatMul(t, be.View(in.x, r0*inW, rows, inW), w.A, false, true, 1, 0)
 					be.MatMul(o, t, w.B, false, true, a.Scale, 1)
@@ -335,16 +335,19 @@ func (m *Model) linear(out kernels.Tensor, in *operand, l int, mod Module, segs 
 	}
 }
 
-// loraBF16 adds scale*(in*A^T)*B^T to out under autocast: in is bf16, A, B
-// and the intermediate t (float32 scratch) are rounded to bf16 for their
-// GEMMs, as torch.autocast runs a LoRA's two linears.
-func (m *Model) loraBF16(out, in, t kernels.Tensor, w *LoRA, scale float32) {
+// loraBF16 adds scale*(in*A^T)*B^T to out under autocast for layer l's
+// module mod of adapter a: in is bf16, A, B and the intermediate t
+// (float32 scratch) are rounded to bf16 for their GEMMs, as torch.autocast
+// runs a LoRA's two linears.
+func (m *Model) loraBF16(out, in, t kernels.Tensor, a *Adapter, l int, mod Module) {
 	be := m.be
-	ab, bb := m.castBF16(w.A), m.castBF16(w.B)
+	ab, bb, owned := a.weightsBF16(l, mod)
 	be.MatMul(t, in, ab, false, true, 1, 0)
 	tb := m.castBF16(t)
-	be.MatMul(out, tb, bb, false, true, scale, 1)
-	be.Free(ab)
-	be.Free(bb)
+	be.MatMul(out, tb, bb, false, true, a.Scale, 1)
 	be.Free(tb)
+	if owned {
+		be.Free(ab)
+		be.Free(bb)
+	}
 }

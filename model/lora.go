@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hone-rl/hone/kernels"
 )
@@ -34,6 +35,11 @@ type Adapter struct {
 	// Layers[l][mod] is nil when mod is not adapted in layer l.
 	Layers [][NumModules]*LoRA
 	m      *Model
+	// frozen: Freeze promised the weights no longer change, so autocast's
+	// bf16 copies of them (cast, made once) serve every pass.
+	frozen   bool
+	castOnce sync.Once
+	cast     [][NumModules]*LoRA
 }
 
 // AdapterConfig is what a new adapter needs.
@@ -317,11 +323,48 @@ func (a *Adapter) Save(dir string) error {
 	return nil
 }
 
+// Freeze promises that the adapter's weights no longer change (an engine's
+// served adapter; never one being trained): under autocast its LoRA GEMMs
+// then take bf16 copies made once, instead of rounding A and B on every
+// pass (two conversions per module and step of a decode).
+func (a *Adapter) Freeze() { a.frozen = true }
+
+// weightsBF16 returns A and B of layer l's module mod rounded to bf16, and
+// whether the caller frees them (not for a frozen adapter's copies).
+func (a *Adapter) weightsBF16(l int, mod Module) (ab, bb kernels.Tensor, owned bool) {
+	m := a.m
+	if !a.frozen {
+		w := a.Layers[l][mod]
+		return m.castBF16(w.A), m.castBF16(w.B), true
+	}
+	a.castOnce.Do(func() {
+		a.cast = make([][NumModules]*LoRA, len(a.Layers))
+		for l := range a.Layers {
+			for mod, w := range a.Layers[l] {
+				if w != nil {
+					a.cast[l][mod] = &LoRA{A: m.castBF16(w.A), B: m.castBF16(w.B)}
+				}
+			}
+		}
+	})
+	c := a.cast[l][mod]
+	return c.A, c.B, false
+}
+
 // Free releases the adapter's tensors.
 func (a *Adapter) Free() {
 	for _, p := range a.Params() {
 		a.m.be.Free(p.Tensor)
 	}
+	for l := range a.cast {
+		for _, c := range a.cast[l] {
+			if c != nil {
+				a.m.be.Free(c.A)
+				a.m.be.Free(c.B)
+			}
+		}
+	}
+	a.cast = nil
 	for l := range a.Layers {
 		a.Layers[l] = [NumModules]*LoRA{}
 	}
