@@ -137,14 +137,21 @@ func (s *Store) passes(ctx context.Context, pass func() (int, error)) error {
 }
 
 // closeIdle closes up to maxPerPass sessions idle since before now less
-// the idle timeout, and returns how many it looked at.
+// the idle timeout, or, while more sessions are open than maxOpen, the
+// longest idle ones ("capacity": a flood of new sessions, each held in
+// memory for the idle timeout, would otherwise outgrow the memory budget),
+// and returns how many it looked at.
 func (s *Store) closeIdle(now time.Time) (int, error) {
 	idle := s.opts.Session.IdleTimeout
-	if idle <= 0 {
-		return 0, nil
+	var ids []string
+	by, cutoff := "idle", now.Add(-idle)
+	if idle > 0 {
+		ids = s.w.open.before(cutoff, maxPerPass)
 	}
-	cutoff := now.Add(-idle)
-	ids := s.w.open.before(cutoff, maxPerPass)
+	if over := s.w.open.Len() - s.maxOpen(); len(ids) == 0 && over > 0 {
+		by, cutoff = "capacity", now.Add(time.Hour) // drop's bound: every time the heap holds
+		ids = s.w.open.oldest(min(over, maxPerPass))
+	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -155,7 +162,7 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 				return err
 			}
 			if rec != nil {
-				if err := t.closeAndReady(rec, "idle"); err != nil {
+				if err := t.closeAndReady(rec, by); err != nil {
 					return err
 				}
 			}
@@ -164,8 +171,19 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 	})
 	if err == nil {
 		s.w.open.drop(ids, cutoff)
+		if by == "capacity" {
+			s.m.capacityClosed.Add(float64(len(ids)))
+		}
 	}
 	return len(ids), err
+}
+
+// maxOpen is Session.MaxOpen, or its default from the memory budget.
+func (s *Store) maxOpen() int {
+	if n := s.opts.Session.MaxOpen; n > 0 {
+		return n
+	}
+	return int(max(10000, MemoryBudget()>>10))
 }
 
 // applyDeadline gives up to maxPerPass committed sessions past the reward

@@ -25,6 +25,8 @@ type metrics struct {
 	continuations prometheus.Counter
 	rebuilds      prometheus.Counter
 	expired       prometheus.Counter
+	// open sessions closed early: more than session.max_open were open
+	capacityClosed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, error) {
@@ -49,6 +51,8 @@ func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, erro
 		continuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_continuations_total", Help: "Continuation sessions started by a call for a consumed session."}),
 		rebuilds:      prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_rebuilds_total", Help: "Ready sessions whose experiences were withdrawn and rebuilt (a call or reward arrived after they were ready)."}),
 		expired:       prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_expired_sessions_total", Help: "Sessions dropped because calls expired (retention.call_ttl) before their experiences were built."}),
+		capacityClosed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hone_capture_capacity_closed_sessions_total",
+			Help: "Open sessions closed before their idle timeout, longest idle first, because more than session.max_open were open."}),
 	}
 	for _, c := range DriftCauses {
 		m.drift.WithLabelValues(c) // every cause shows, at 0 until it happens
@@ -58,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, depth func() float64) (*metrics, erro
 	}
 	cs := []prometheus.Collector{m.dropped, m.stored, m.storedBytes, m.drift, m.sessions, m.skippedCalls, m.skippedEvents,
 		m.states, m.experiences, m.feedback, m.writeErrors, m.batchSeconds, m.evicted,
-		m.orphans, m.foreign, m.continuations, m.rebuilds, m.expired,
+		m.orphans, m.foreign, m.continuations, m.rebuilds, m.expired, m.capacityClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hone_capture_queue_depth", Help: "Calls waiting in the capture queue."}, depth)}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -33,6 +33,10 @@ type SessionOptions struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"` // open sessions auto-close after this idle time (default 10m; 0 disables)
 	Infer       bool          `yaml:"infer"`        // infer sessions from message prefixes when no header (default true)
 	InferCache  int           `yaml:"infer_cache"`  // recent (messages+reply) hashes kept for inference (default 100000)
+	// MaxOpen bounds the open sessions held in memory (about 130 bytes
+	// each, for idle_timeout): above it the janitor closes the longest
+	// idle first, early ("capacity"). 0: the memory budget / 1 KiB.
+	MaxOpen int `yaml:"max_open"`
 }
 
 // SelectionRule overrides the sample rate for sessions whose first call

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func testOptions() Options {
@@ -754,5 +756,47 @@ func TestDeadlineBefore1970(t *testing.T) {
 	}
 	if rec, _, err := s.GetSession(ctx, "d"); err != nil || rec.State != StateCommitted {
 		t.Fatalf("session %+v, %v: want committed, its deadline decades away", rec, err)
+	}
+}
+
+// TestMaxOpen: above session.max_open open sessions the janitor closes the
+// longest idle first ("capacity"), before their idle timeout, down to the
+// bound, and counts them; the newest stay open.
+func TestMaxOpen(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Session.IdleTimeout = time.Hour
+	o.Session.MaxOpen = 100
+	reg := prometheus.NewRegistry()
+	s, err := Open(t.TempDir(), o, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	const n = maxPerPass + 200
+	for i := range n {
+		c := v.makeCall(fmt.Sprintf("call-%d", i), fmt.Sprintf("s%03d", i), prompts[0], replies[0], 1)
+		c.End = time.Now().Add(time.Duration(i-n) * time.Second) // s000 idle longest
+		s.Record(c)
+	}
+	s.syncQueue(t)
+	if err := s.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		rec, _, err := s.GetSession(ctx, fmt.Sprintf("s%03d", i))
+		if err != nil || rec == nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		wantOpen := i >= n-100
+		if (rec.State == StateOpen) != wantOpen || !wantOpen && rec.Closed != "capacity" {
+			t.Fatalf("session %d of %d (idle %ds): %s, closed %q; want the %d longest idle closed by capacity, the newest 100 open",
+				i, n, n-i, rec.State, rec.Closed, n-100)
+		}
+	}
+	if got := testutil.ToFloat64(s.m.capacityClosed); got != n-100 {
+		t.Errorf("hone_capture_capacity_closed_sessions_total %g, want %d", got, n-100)
 	}
 }

@@ -66,6 +66,21 @@ func (h *timeHeap) before(cutoff time.Time, max int) []string {
 	return ids
 }
 
+// oldest returns up to max sessions with the earliest times, earliest
+// first, leaving the heap as it was.
+func (h *timeHeap) oldest(max int) []string {
+	popped := make([]timed, 0, min(max, len(h.items)))
+	for len(popped) < max && len(h.items) > 0 {
+		popped = append(popped, heap.Pop(h).(timed))
+	}
+	ids := make([]string, len(popped))
+	for i, it := range popped {
+		ids[i] = it.id
+		heap.Push(h, it)
+	}
+	return ids
+}
+
 // drop removes those of ids still held with a time before cutoff: a pass
 // that found nothing to do for them (the session is gone, or no longer needs
 // its timer) must not find them first again on every later pass.

@@ -84,3 +84,33 @@ func BenchmarkIdlePass(b *testing.B) {
 		}
 	})
 }
+
+// TestTimeHeapOldest: oldest returns the sessions with the k earliest
+// times, earliest first, and leaves the heap holding what it held.
+func TestTimeHeapOldest(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := newTimeHeap()
+	r := rand.New(rand.NewSource(2))
+	perm := r.Perm(300)
+	for _, i := range perm {
+		h.set(fmt.Sprintf("s%03d", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	for _, k := range []int{0, 1, 7, 300, 400} {
+		got := h.oldest(k)
+		want := make([]string, 0, k)
+		for i := 0; i < min(k, 300); i++ {
+			want = append(want, fmt.Sprintf("s%03d", i))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("oldest(%d) = %v, want %v", k, got, want)
+		}
+		if h.Len() != 300 {
+			t.Fatalf("after oldest(%d) the heap holds %d, want 300", k, h.Len())
+		}
+		for i := range 300 {
+			if at, ok := h.get(fmt.Sprintf("s%03d", i)); !ok || !at.Equal(t0.Add(time.Duration(i)*time.Second)) {
+				t.Fatalf("after oldest(%d): s%03d at %v, %v", k, i, at, ok)
+			}
+		}
+	}
+}
