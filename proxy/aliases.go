@@ -175,12 +175,9 @@ func (a *Aliases) History(alias string) []Policy {
 	return append([]Policy(nil), a.history[alias]...)
 }
 
-// pinned returns the policy of the published version whose engine-side
-// name (agent-v3) an agent called directly instead of an alias.
-func (a *Aliases) pinned(name string) (Policy, bool) {
-	if _, ok := a.Lookup(name); ok {
-		return Policy{}, false
-	}
+// published returns the policy of the published version whose
+// engine-side name (agent-v3) is name.
+func (a *Aliases) published(name string) (Policy, bool) {
 	p, ok := (*a.trained.Load())[name]
 	return p, ok
 }

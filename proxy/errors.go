@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
+	"github.com/hone-rl/hone/internal/jsonerr"
 	"github.com/valyala/fasthttp"
 )
 
@@ -69,15 +69,7 @@ func errSessionOwned(header string) *apiError {
 }
 
 // clip cuts a value echoed in an error to 64 bytes.
-func clip(s string) string { return clipTo(s, 64) }
+func clip(s string) string { return jsonerr.Clip(s, 64) }
 
 // clipTo cuts s to at most n bytes, on a rune boundary, marking the cut.
-func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+func clipTo(s string, n int) string { return jsonerr.Clip(s, n) }

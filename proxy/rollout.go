@@ -28,11 +28,11 @@ func (s *Server) SetRollouts(m *rollout.Manager) {
 // (agent-v3) an agent called directly instead of an alias: a published
 // version, or a running rollout's candidate.
 func (s *Server) pinned(name string) (Policy, bool) {
-	if p, ok := s.aliases.pinned(name); ok || s.rollouts == nil {
-		return p, ok
-	}
 	if _, ok := s.aliases.Lookup(name); ok {
 		return Policy{}, false
+	}
+	if p, ok := s.aliases.published(name); ok || s.rollouts == nil {
+		return p, ok
 	}
 	alias, v, ok := s.rollouts.CandidateOf(name)
 	return Policy{Alias: alias, Target: v.Target, Version: v.Version}, ok

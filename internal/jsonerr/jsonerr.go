@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Describe returns a message for the client about err, which decoding a
@@ -22,10 +23,10 @@ func Describe(err error) (msg, field string) {
 	var me *http.MaxBytesError
 	switch {
 	case errors.As(err, &te) && te.Field == "" && te.Type != nil:
-		return fmt.Sprintf("the body must be %s, not a JSON %s", kind(te.Type), word(te.Value)), ""
+		return fmt.Sprintf("the body must be %s, not a JSON %s", kind(te.Type), clip(te.Value)), ""
 	case errors.As(err, &te) && te.Type != nil:
 		f := clip(te.Field)
-		return fmt.Sprintf("%s must be %s, not a JSON %s", f, kind(te.Type), word(te.Value)), f
+		return fmt.Sprintf("%s must be %s, not a JSON %s", f, kind(te.Type), clip(te.Value)), f
 	case errors.As(err, &se):
 		return fmt.Sprintf("the body is not valid JSON (at byte %d)", se.Offset), ""
 	case errors.As(err, &me):
@@ -46,16 +47,19 @@ func Describe(err error) (msg, field string) {
 	return "the body does not fit this route", ""
 }
 
-// word is encoding/json's name of the value it met ("string", "number
-// 1.5"), with a number's digits clipped.
-func word(v string) string { return clip(v) }
-
 // clip cuts what the client sent, echoed in a message, to 64 bytes.
-func clip(s string) string {
-	if len(s) > 64 {
-		return strings.ToValidUTF8(s[:64], "") + "..."
+func clip(s string) string { return Clip(s, 64) }
+
+// Clip cuts s, a value a client sent that an error message echoes, to at
+// most n bytes on a rune boundary, marking the cut with "...".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // kind says in words what JSON value a Go type takes.
