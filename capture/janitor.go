@@ -149,8 +149,9 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 		ids = s.w.open.before(cutoff, maxPerPass)
 	}
 	if over := s.w.open.Len() - s.maxOpen(); len(ids) == 0 && over > 0 {
-		by, cutoff = "capacity", now.Add(time.Hour) // drop's bound: every time the heap holds
-		ids = s.w.open.oldest(min(over, maxPerPass))
+		var last time.Time
+		ids, last = s.w.open.oldest(min(over, maxPerPass))
+		by, cutoff = "capacity", last.Add(1) // drop's bound: past every one of them
 	}
 	if len(ids) == 0 {
 		return 0, nil

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// timeHeap holds sessions by a time (an open session's last call),
-// earliest first, so that the janitor's pass looks
-// only at the sessions whose time has passed instead of walking them all:
+// timeHeap holds open sessions by the time of their last call, earliest
+// first, so that the janitor's pass looks only at the sessions whose time has passed instead of walking them all:
 // with many short sessions (every header-less one-call session stays open
 // until its idle timeout) that walk ran every second over millions.
 type timeHeap struct {
@@ -67,18 +66,18 @@ func (h *timeHeap) before(cutoff time.Time, max int) []string {
 }
 
 // oldest returns up to max sessions with the earliest times, earliest
-// first, leaving the heap as it was.
-func (h *timeHeap) oldest(max int) []string {
+// first, and the latest of their times, leaving the heap as it was.
+func (h *timeHeap) oldest(max int) (ids []string, last time.Time) {
 	popped := make([]timed, 0, min(max, len(h.items)))
 	for len(popped) < max && len(h.items) > 0 {
 		popped = append(popped, heap.Pop(h).(timed))
 	}
-	ids := make([]string, len(popped))
+	ids = make([]string, len(popped))
 	for i, it := range popped {
-		ids[i] = it.id
+		ids[i], last = it.id, it.at
 		heap.Push(h, it)
 	}
-	return ids
+	return ids, last
 }
 
 // drop removes those of ids still held with a time before cutoff: a pass

@@ -96,7 +96,10 @@ func TestTimeHeapOldest(t *testing.T) {
 		h.set(fmt.Sprintf("s%03d", i), t0.Add(time.Duration(i)*time.Second))
 	}
 	for _, k := range []int{0, 1, 7, 300, 400} {
-		got := h.oldest(k)
+		got, last := h.oldest(k)
+		if n := min(k, 300); n > 0 && !last.Equal(t0.Add(time.Duration(n-1)*time.Second)) {
+			t.Fatalf("oldest(%d): latest time %v, want %v", k, last, t0.Add(time.Duration(n-1)*time.Second))
+		}
 		want := make([]string, 0, k)
 		for i := 0; i < min(k, 300); i++ {
 			want = append(want, fmt.Sprintf("s%03d", i))
