@@ -28,7 +28,9 @@
 // trie leaf, each with the next ready-queue cursor, written atomically with
 // the state change so nothing is queued twice. Acknowledged experiences make
 // the session consumed. A committed session without reward after
-// Reward.Deadline gets Reward.Default, or is dropped when that is nil.
+// Reward.Deadline gets Reward.Default, or is dropped when that is nil;
+// one whose experiences then fail to build is dropped on its own
+// (closed_by gets ",build-failed"), holding back no other.
 //
 // No call leaves its trajectory silently. A call for a session that is
 //

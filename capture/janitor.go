@@ -212,37 +212,75 @@ func (s *Store) applyDeadline(now time.Time) (int, error) {
 		w.deadlineFrom = nil
 	}
 	w.deadlineAt = now
-	def := s.opts.Reward.Default
 	var ids []string
 	var next []byte
 	err := s.update(true, func(t *tx) error {
 		ids, next = dueCommitted(t.txn, w.deadlineFrom, uint64(cut))
-		for _, id := range ids {
-			rec, err := t.session(id)
-			if err != nil {
-				return err
-			}
-			if rec == nil || rec.State != StateCommitted || rec.rewarded() {
-				continue
-			}
-			if def == nil {
-				rec.Closed += ",no-reward"
-				err = t.setState(rec, StateDropped)
-			} else {
-				rec.Rewards = append(rec.Rewards, Reward{Value: *def, Source: "default", At: t.now})
-				err = t.tryReady(rec)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.deadlineOf(t, ids)
 	})
+	if err != nil {
+		err = s.deadlineAlone(ids, err)
+	}
 	if err != nil {
 		return len(ids), err // the same sessions again next pass
 	}
 	w.deadlineFrom = next
 	return len(ids), nil
+}
+
+// deadlineOf gives the sessions among ids still committed without a reward
+// the default reward (building their experiences) or drops them.
+func (s *Store) deadlineOf(t *tx, ids []string) error {
+	def := s.opts.Reward.Default
+	for _, id := range ids {
+		rec, err := t.session(id)
+		if err != nil {
+			return err
+		}
+		if rec == nil || rec.State != StateCommitted || rec.rewarded() {
+			continue
+		}
+		if def == nil {
+			rec.Closed += ",no-reward"
+			err = t.setState(rec, StateDropped)
+		} else {
+			rec.Rewards = append(rec.Rewards, Reward{Value: *def, Source: "default", At: t.now})
+			err = t.tryReady(rec)
+		}
+		if err != nil {
+			return fmt.Errorf("reward deadline of session %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// deadlineAlone runs the deadline of each session in a transaction of its
+// own after the pass's one failed with cause, so that a session whose
+// experiences cannot be built (a call that no longer decodes) holds back
+// none of the sessions after it: it is dropped (closed_by gets
+// ",build-failed") and logged. It returns an error, leaving the cursor
+// where it was, only when the store cannot even record that.
+func (s *Store) deadlineAlone(ids []string, cause error) error {
+	for _, id := range ids {
+		err := s.update(true, func(t *tx) error { return s.deadlineOf(t, []string{id}) })
+		if err == nil {
+			continue
+		}
+		s.m.writeErrors.Inc()
+		s.log.Error("session dropped: the reward deadline could not build it", "session", id, "err", err)
+		err = s.update(true, func(t *tx) error {
+			rec, err := t.session(id)
+			if err != nil || rec == nil || rec.State != StateCommitted || rec.rewarded() {
+				return err
+			}
+			rec.Closed += ",build-failed"
+			return t.setState(rec, StateDropped)
+		})
+		if err != nil {
+			return fmt.Errorf("%w (and dropping session %s: %w)", cause, id, err)
+		}
+	}
+	return nil
 }
 
 // dueCommitted returns up to maxPerPass sessions of the committed state

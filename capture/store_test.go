@@ -800,3 +800,57 @@ func TestMaxOpen(t *testing.T) {
 		t.Errorf("hone_capture_capacity_closed_sessions_total %g, want %d", got, n-100)
 	}
 }
+
+// A session whose experiences cannot be built at the reward deadline (a
+// call that no longer decodes) is dropped on its own, and the sessions
+// after it in the pass get their default reward.
+func TestDeadlineBuildFailure(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Reward.Deadline = time.Minute
+	def := 0.5
+	o.Reward.Default = &def
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	for i := range 3 {
+		s.Record(v.makeCall(fmt.Sprintf("call-%d", i), fmt.Sprintf("s%d", i), prompts[0], replies[0], 1))
+	}
+	s.syncQueue(t)
+	for i := range 3 {
+		if _, err := s.Commit(ctx, fmt.Sprintf("s%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey("call-1"), []byte("\xffnot a call")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []State{StateReady, StateDropped, StateReady} {
+		var rec *Session
+		err := s.db.View(func(txn *badger.Txn) (err error) {
+			rec, err = decodeSessionFrom(txn, fmt.Sprintf("s%d", i))
+			return err
+		})
+		if err != nil || rec == nil {
+			t.Fatalf("session s%d: %v", i, err)
+		}
+		if rec.State != want {
+			t.Fatalf("session s%d: %s (closed by %q) after the deadline, want %s", i, rec.State, rec.Closed, want)
+		}
+		if want == StateDropped && !strings.Contains(rec.Closed, ",build-failed") {
+			t.Fatalf("session s%d closed by %q, want it to name the failed build", i, rec.Closed)
+		}
+	}
+	looked := -1
+	if err := s.do(ctx, func() (err error) { looked, err = s.applyDeadline(time.Now().Add(time.Hour)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if looked != 0 {
+		t.Fatalf("the next pass read %d committed sessions again, want 0", looked)
+	}
+}

@@ -23,6 +23,7 @@ type tx struct {
 	txn      *badger.Txn                    // read view
 	read     func(k []byte) ([]byte, error) // nil value and nil error when absent
 	touched  map[string]*Session
+	seen     []string // sessions read through the cache: a failed unit may have changed them
 	after    []func()
 	now      time.Time
 	cursor   *uint64             // ready-queue cursor as advanced by this unit, once used
@@ -166,6 +167,7 @@ func (t *tx) session(id string) (*Session, error) {
 		return rec, nil
 	}
 	if rec, ok := t.s.w.cache.Get(id); ok {
+		t.seen = append(t.seen, id)
 		return rec, nil
 	}
 	b, err := t.read(sessionKey(id))
@@ -178,6 +180,7 @@ func (t *tx) session(id string) (*Session, error) {
 	}
 	t.reconcile(rec)
 	t.s.w.cache.Add(id, rec)
+	t.seen = append(t.seen, id)
 	return rec, nil
 }
 
@@ -290,9 +293,14 @@ func (t *tx) committed() {
 	}
 }
 
-// failed forgets cached records the failed unit may have modified.
+// failed forgets the cached records the failed unit may have modified:
+// every one it read, since a change may come before the touch that marks
+// it for writing.
 func (t *tx) failed(err error) {
 	for id := range t.touched {
+		t.s.w.cache.Remove(id)
+	}
+	for _, id := range t.seen {
 		t.s.w.cache.Remove(id)
 	}
 	if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
