@@ -227,6 +227,9 @@ var frameworks = []struct {
 	// incomplete response and makes no follow-up
 	{"openai-agents-embedded", "openai_agents.mjs", "@openai/agents", []string{"ENDS=incomplete"}},
 	{"ai-sdk", "ai_sdk.mjs", "@ai-sdk/openai-compatible", nil},
+	// @ai-sdk/openai's default model: the Responses API with store on, whose
+	// follow-up names the first run's answers by item_reference
+	{"ai-sdk-responses", "ai_sdk.mjs", "@ai-sdk/openai", []string{"AI_SDK_PROVIDER=responses"}},
 	{"langgraph", "langgraph.mjs", "@langchain/langgraph", nil},
 	{"mastra", "mastra.mjs", "@mastra/core", nil},
 	{"llamaindex", "llamaindex.mjs", "llamaindex", nil},

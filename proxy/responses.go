@@ -73,11 +73,12 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 	if err := tools.addList(req.Get("tools"), "tools"); err != nil {
 		return nil, err
 	}
-	b := &chatBuilder{calls: map[string]bool{}, skipped: map[string]int{}, ts: tools}
+	b := &chatBuilder{calls: map[string]bool{}, skipped: map[string]int{}, ts: tools,
+		ref: func(id string) ([]byte, bool) { return s.responses.get(owner, id) }}
 	if prev := req.Get("previous_response_id"); prev.Exists() && prev.Type != gjson.Null {
 		id := prev.String()
 		conv, ok := s.responses.get(owner, id)
-		if !ok {
+		if !ok || len(conv) == 0 || conv[0] != '[' { // an output item's id names no conversation
 			return nil, &apiError{404, "invalid_request_error", "previous_response_not_found",
 				"Previous response with id '" + clip(id) + "' not found.", "previous_response_id"}
 		}
@@ -238,6 +239,9 @@ type chatBuilder struct {
 	calls     map[string]bool // call ids of the function calls so far
 	ts        *respToolSet    // the request's tools; additional_tools and tool_search_output add to it
 	skipped   map[string]int  // input items left out, by type
+	// ref returns the output item an item_reference names, as hone sent it
+	// (the agent's own earlier responses, kept with their conversations)
+	ref func(id string) ([]byte, bool)
 }
 
 // addConversation starts from a stored conversation (chat messages).
@@ -311,6 +315,8 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 			}
 		}
 		b.reasoning += strings.Join(parts, "\n") // encrypted_content is for OpenAI's models: left out
+	case "item_reference":
+		return b.addReference(it.Get("id").String())
 	case "additional_tools":
 		return b.ts.addList(it.Get("tools"), "input")
 	case "tool_search_call", "tool_search_output":
@@ -345,6 +351,24 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 		return badResponses("input", "input item type '"+typ+"' is not supported by hone")
 	}
 	return nil
+}
+
+// addReference adds the output item of an earlier response that id names,
+// as the agent would have sent it back in full: the AI SDK's Responses
+// provider sends its earlier answers as references unless store is false.
+// An item hone does not keep (another owner's, expired, or of a response
+// made with store false) is answered as OpenAI answers it.
+func (b *chatBuilder) addReference(id string) *apiError {
+	var item gjson.Result
+	if raw, ok := b.ref(id); ok && id != "" {
+		item = gjson.ParseBytes(raw)
+	}
+	if !item.IsObject() || item.Get("type").String() == "item_reference" {
+		return &apiError{404, "invalid_request_error", "", "Item with id '" + clip(id) + "' not found. Items are not " +
+			"persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.",
+			"input"}
+	}
+	return b.addItem(item)
 }
 
 func (b *chatBuilder) addMessage(it gjson.Result) *apiError {

@@ -397,4 +397,9 @@ func (e *responsesEncoder) keep() {
 	if err == nil {
 		e.s.responses.put(e.owner, e.id, b, e.transient)
 	}
+	for _, it := range e.items { // what an item_reference to it stands for
+		if b, err := json.Marshal(e.itemJSON(it, "completed")); err == nil {
+			e.s.responses.put(e.owner, it.id, b, e.transient)
+		}
+	}
 }

@@ -213,6 +213,60 @@ func TestResponsesPreviousResponse(t *testing.T) {
 	}
 }
 
+// TestResponsesItemReference: an item_reference to an output item of an
+// earlier response (what the AI SDK's Responses provider sends for its
+// earlier answers unless store is false) stands for that item in full: the
+// engine gets the messages a previous_response_id would have given it. An
+// item hone does not keep is a 404, as OpenAI answers it.
+func TestResponsesItemReference(t *testing.T) {
+	s := testServer()
+	const first = `{"model":"m","input":"What is 17 * 23?","tools":[{"type":"function","name":"calculator","parameters":{}}]}`
+	tr, _ := responsesSurface{}.translate(s, "alice", []byte(first))
+	body, _ := os.ReadFile(fixture(t, "chat_tools", "upstream.json"))
+	out := gjson.ParseBytes(tr.enc.body(body, 200))
+	call := out.Get(`output.#(type=="function_call")`)
+	var refs []string
+	out.Get("output").ForEach(func(_, it gjson.Result) bool {
+		refs = append(refs, `{"type":"item_reference","id":"`+it.Get("id").String()+`"}`)
+		return true
+	})
+	result := `{"type":"function_call_output","call_id":"` + call.Get("call_id").String() + `","output":"391"}`
+	byRef := `{"model":"m","input":[{"role":"user","content":"What is 17 * 23?"},` + strings.Join(refs, ",") + `,` + result + `]}`
+	byPrev := `{"model":"m","previous_response_id":"` + out.Get("id").String() + `","input":[` + result + `]}`
+	messages := func(owner, req string) (string, *apiError) {
+		tr, err := responsesSurface{}.translate(s, owner, []byte(req))
+		if err != nil {
+			return "", err
+		}
+		return gjson.GetBytes(tr.body, "messages").Raw, nil
+	}
+	got, err := messages("alice", byRef)
+	if err != nil {
+		t.Fatalf("item references to %d output items: %v", len(refs), err)
+	}
+	want, _ := messages("alice", byPrev)
+	if got != want || !strings.Contains(got, `"tool_calls"`) {
+		t.Fatalf("messages from item references\n%s\nwant those from previous_response_id\n%s", got, want)
+	}
+	for name, c := range map[string]struct{ owner, req, param string }{
+		"another owner's item":   {"bob", byRef, "input"},
+		"an unknown item":        {"alice", `{"model":"m","input":[{"type":"item_reference","id":"msg_nope"}]}`, "input"},
+		"a response id":          {"alice", `{"model":"m","input":[{"type":"item_reference","id":"` + out.Get("id").String() + `"}]}`, "input"},
+		"an item id as previous": {"alice", `{"model":"m","input":"hi","previous_response_id":"` + call.Get("id").String() + `"}`, "previous_response_id"},
+	} {
+		if _, err := messages(c.owner, c.req); err == nil || err.status != 404 || err.param != c.param {
+			t.Errorf("%s: %v, want a 404 naming %s", name, err, c.param)
+		}
+	}
+	// store false keeps neither the conversation nor its items
+	tr, _ = responsesSurface{}.translate(s, "alice", []byte(`{"model":"m","store":false,"input":"hi"}`))
+	plain, _ := os.ReadFile(fixture(t, "chat", "upstream.json"))
+	id := gjson.GetBytes(tr.enc.body(plain, 200), "output.0.id").String()
+	if _, err := messages("alice", `{"model":"m","input":[{"type":"item_reference","id":"`+id+`"}]}`); err == nil || err.status != 404 {
+		t.Fatalf("a reference to an item of a response made with store false: %v, want 404", err)
+	}
+}
+
 // TestResponsesBadInputThroughHone: a bad Responses request gets an
 // API-shaped 4xx, reaches no engine, records nothing, and hone keeps serving.
 func TestResponsesBadInputThroughHone(t *testing.T) {

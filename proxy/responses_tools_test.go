@@ -294,7 +294,7 @@ func TestResponsesToolsRefused(t *testing.T) {
 		`{"model":"m","input":"hi","tools":[{"type":"custom"}]}`:                                                                                          "needs a name",
 		`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`:                                "'g', which is not among the tools",
 		`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"maybe"}}`:                       "mode must be auto or required",
-		`{"model":"m","input":[{"type":"item_reference","id":"x"}]}`:                                                                                      "input item type 'item_reference'",
+		`{"model":"m","input":[{"type":"teleport_call","id":"x"}]}`:                                                                                       "input item type 'teleport_call'",
 	} {
 		_, err := responsesSurface{}.translate(s, "", []byte(body))
 		if err == nil || err.status != 400 || !strings.Contains(err.msg, want) {
