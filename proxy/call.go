@@ -115,7 +115,7 @@ func (c *call) done() {
 	if c.streaming {
 		s.m.openStreams.Dec()
 	}
-	route := c.dialect.route()
+	route := c.api.label() // the API the agent called (a translated call's engine route is chat)
 	s.m.requests.WithLabelValues(route, strconv.Itoa(c.httpStatus)).Inc()
 	if !c.sentAt.IsZero() && !c.upstreamDone.IsZero() {
 		s.m.upstream.WithLabelValues(route).Observe(c.upstreamDone.Sub(c.sentAt).Seconds())

@@ -14,6 +14,7 @@ import (
 	"github.com/hone-rl/hone/capture"
 	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 )
 
@@ -288,6 +289,13 @@ func TestResponsesBadInputThroughHone(t *testing.T) {
 	r := post(t, h.url, "/v1/responses", []byte(`{"model":"m","input":"hi"}`), nil)
 	if r.status != 200 || gjson.GetBytes(r.body, "object").String() != "response" {
 		t.Fatalf("after bad input: %d %s", r.status, r.body)
+	}
+	// the call is counted under the API the agent called, not the engine's
+	if n := testutil.ToFloat64(h.s.m.requests.WithLabelValues("responses", "200")); n != 1 {
+		t.Fatalf(`hone_requests_total{route="responses",status="200"} = %v, want 1`, n)
+	}
+	if n := testutil.ToFloat64(h.s.m.requests.WithLabelValues("chat", "200")); n != 0 {
+		t.Fatalf(`hone_requests_total{route="chat",status="200"} = %v after a Responses call, want 0`, n)
 	}
 }
 
