@@ -112,6 +112,24 @@ func TestLimits(t *testing.T) {
 			t.Fatalf("answer echoes the head: %q", out)
 		}
 	})
+	t.Run("nesting deeper than any parser's stack: 400, still serving", func(t *testing.T) {
+		deep := func(prefix string) []byte { return []byte(prefix + strings.Repeat("[", 10_000_000)) }
+		for path, body := range map[string][]byte{
+			"/v1/chat/completions":       deep(`{"model":"m","messages":`),
+			"/v1/completions":            deep(`{"model":"m","prompt":`),
+			"/v1/responses":              deep(`{"model":"m","input":`),
+			"/v1/messages":               deep(`{"model":"m","max_tokens":1,"messages":`),
+			"/v1/messages/count_tokens":  deep(`{"model":"m","messages":`),
+			"/v1/chat/completions?deep=": []byte(strings.Repeat(`{"a":`, 3_000_000)),
+		} {
+			if r := post(t, h.url, path, body, nil); r.status != 400 {
+				t.Fatalf("%s with %d bytes nested: status %d %.200s", path, len(body), r.status, r.body)
+			}
+		}
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), nil); r.status != 200 {
+			t.Fatalf("after deeply nested bodies: status %d", r.status)
+		}
+	})
 	t.Run("streams outlive read_timeout", func(t *testing.T) {
 		r := post(t, h.url, "/v1/chat/completions", chatReq(true), nil)
 		if r.status != 200 || r.readErr != nil || !bytes.Contains(r.body, []byte("[DONE]")) {

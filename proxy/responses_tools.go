@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -382,7 +383,7 @@ func customInput(args string) string {
 	if in := a.Get("input"); a.IsObject() && in.Type == gjson.String {
 		return in.String()
 	}
-	if a.Type == gjson.String && gjson.Valid(args) {
+	if a.Type == gjson.String && jsonwalk.Valid(args) {
 		return a.String()
 	}
 	return args

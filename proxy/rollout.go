@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/hone-rl/hone/rollout"
 	"github.com/tidwall/gjson"
 )
@@ -98,7 +99,7 @@ func (s *Server) observeRollout(c *call) {
 		}
 		for _, tc := range ch.ToolCalls {
 			o.ToolCalls++
-			if !gjson.Valid(tc.Arguments) || !gjson.Parse(tc.Arguments).IsObject() {
+			if !jsonwalk.Valid(tc.Arguments) || !gjson.Parse(tc.Arguments).IsObject() {
 				o.BadToolCalls++
 			}
 		}

@@ -26,10 +26,17 @@ import (
 // or element with the walk at its value; the loop body consumes the value
 // (Skip, Str, a nested loop) and must not break out.
 type Walker struct {
-	s   string
-	i   int
-	bad bool
+	s     string
+	i     int
+	bad   bool
+	depth int // arrays and objects open around the position, as Value counts them
 }
+
+// MaxDepth is the deepest nesting of arrays and objects a walk accepts (as
+// Go's encoding/json): a value nested deeper is invalid. Each level costs
+// the walk's recursion stack, and a body of a few megabytes of '[' would
+// otherwise exhaust the goroutine's stack, which kills the process.
+const MaxDepth = 10000
 
 // New returns a walk over s from its start.
 func New(s string) Walker { return Walker{s: s} }
@@ -168,12 +175,16 @@ func (w *Walker) End() bool {
 	return w.i == len(w.s)
 }
 
-// Valid is gjson.Valid.
+// Valid is gjson.Valid, within MaxDepth: use it rather than gjson.Valid on
+// anything a client or an engine sent, since gjson's recursion is unbounded.
 func Valid(s string) bool {
 	w := Walker{s: s}
 	w.Skip()
 	return !w.bad && w.End()
 }
+
+// ValidBytes is Valid of b, without a copy.
+func ValidBytes(b []byte) bool { return Valid(unsafe.String(unsafe.SliceData(b), len(b))) }
 
 // IsObject reports whether body is valid JSON (as gjson.Valid has it)
 // whose value is an object: the check every agent request gets, in one pass
@@ -196,17 +207,21 @@ func (w *Walker) Value() (raw string, at int) {
 	c := w.At()
 	at = w.i
 	switch c {
-	case '{':
-		for range w.Members {
-			w.Skip()
-		}
-	case '[':
-		if w.intArray() {
+	case '{', '[':
+		if w.depth++; w.depth > MaxDepth {
+			w.fail()
 			break
 		}
-		for range w.Elements {
-			w.Skip()
+		if c == '{' {
+			for range w.Members {
+				w.Skip()
+			}
+		} else if !w.intArray() {
+			for range w.Elements {
+				w.Skip()
+			}
 		}
+		w.depth--
 	case '"':
 		w.Str()
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':

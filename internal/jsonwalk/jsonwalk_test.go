@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// FuzzValid: Valid is gjson.Valid, and a walk that Skips the document ends
+// FuzzValid: Valid is gjson.Valid (within MaxDepth), and a walk that Skips the document ends
 // where Valid says it does.
 func FuzzValid(f *testing.F) {
 	for _, s := range []string{
@@ -21,6 +21,9 @@ func FuzzValid(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if strings.Count(s, "[")+strings.Count(s, "{") > MaxDepth {
+			return // may nest deeper than a walk accepts (TestMaxDepth)
+		}
 		if got, want := Valid(s), gjson.Valid(s); got != want {
 			t.Fatalf("Valid(%q) = %v, gjson.Valid %v", s, got, want)
 		}
@@ -215,4 +218,29 @@ func BenchmarkInt32s(b *testing.B) {
 			dst, _ = AppendInt32s(dst[:0], raw)
 		}
 	})
+}
+
+// TestMaxDepth: nesting up to MaxDepth is valid, deeper is not, and a
+// document of millions of open brackets is refused without exhausting the
+// stack (which would kill the process, not panic).
+func TestMaxDepth(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		doc  string
+		want bool
+	}{
+		{nest(MaxDepth), true},
+		{nest(MaxDepth + 1), false},
+		{`{"a":` + strings.Repeat(`{"a":`, MaxDepth-1) + "1" + strings.Repeat("}", MaxDepth), true},
+		{`{"a":` + strings.Repeat(`{"a":`, MaxDepth) + "1" + strings.Repeat("}", MaxDepth+1), false},
+		{`{"model":"m","messages":` + strings.Repeat("[", 10_000_000), false},
+		{strings.Repeat(`[{"a":`, 5_000_000), false},
+	} {
+		if got := Valid(tc.doc); got != tc.want {
+			t.Errorf("Valid of %d bytes nested %.12q...: %v, want %v", len(tc.doc), tc.doc, got, tc.want)
+		}
+		if got := IsObject([]byte(tc.doc)); got && !tc.want {
+			t.Errorf("IsObject of %d bytes nested too deep: true", len(tc.doc))
+		}
+	}
 }

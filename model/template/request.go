@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -65,7 +66,7 @@ type Request struct {
 // it does not look inside the messages, which alias body. A repeated
 // top-level key keeps its last value, as Python's json.loads.
 func ParseRequest(body []byte) (Request, error) {
-	if !gjson.ValidBytes(body) {
+	if !jsonwalk.ValidBytes(body) {
 		return Request{}, errors.New("parse chat request: not valid JSON")
 	}
 	doc := gjson.ParseBytes(body)

@@ -112,3 +112,15 @@ func TestRenderRequestNormalizesLikeVLLM(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepNesting: a request, or tool arguments inside one, nested millions
+// deep is refused as invalid JSON, not walked until the stack runs out.
+func TestDeepNesting(t *testing.T) {
+	deep := strings.Repeat("[", 10_000_000)
+	if _, err := ParseRequest([]byte(`{"messages":` + deep)); err == nil {
+		t.Error("ParseRequest took a body nested 10,000,000 deep")
+	}
+	if _, err := decodeJSON([]byte(deep)); err == nil {
+		t.Error("decodeJSON took arguments nested 10,000,000 deep")
+	}
+}

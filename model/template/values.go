@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/tidwall/gjson"
 )
@@ -56,7 +57,7 @@ const maxJSONDepth = 200
 // ordered dicts (key order kept, as Python's json.loads keeps it), arrays
 // lists, integers int, other numbers float64.
 func decodeJSON(raw []byte) (any, error) {
-	if !gjson.ValidBytes(raw) {
+	if !jsonwalk.ValidBytes(raw) {
 		return nil, errors.New("not valid JSON")
 	}
 	return decodeValue(gjson.ParseBytes(raw), 0)

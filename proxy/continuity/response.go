@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -126,7 +127,7 @@ func marshalPlain(v any) ([]byte, error) {
 
 // ChatBody turns a non-stream completions answer into the chat completion.
 func (p *Plan) ChatBody(cmpl []byte) ([]byte, error) {
-	if !gjson.ValidBytes(cmpl) {
+	if !jsonwalk.ValidBytes(cmpl) {
 		return nil, errors.New("engine answer is not JSON")
 	}
 	doc := gjson.ParseBytes(cmpl)
@@ -214,7 +215,7 @@ func (p *Plan) reasoningTokens(choices [][]int32) (n int, ok bool) {
 
 // withReasoningTokens sets usage.completion_tokens_details.
 func withReasoningTokens(usage json.RawMessage, n int) json.RawMessage {
-	if !gjson.ValidBytes(usage) || !gjson.ParseBytes(usage).IsObject() {
+	if !jsonwalk.ValidBytes(usage) || !gjson.ParseBytes(usage).IsObject() {
 		return usage
 	}
 	out, err := sjson.SetRawBytes(bytes.Clone(usage), "completion_tokens_details", []byte(`{"reasoning_tokens":`+strconv.Itoa(n)+`}`))

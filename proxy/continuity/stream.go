@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/hone-rl/hone/model/chat"
 	"github.com/hone-rl/hone/proxy/internal/sse"
 	"github.com/tidwall/gjson"
@@ -103,7 +104,7 @@ type contDeltaFunction struct {
 // convert turns one engine event into chat events appended to s.out.
 func (s *chatStream) convert(ev []byte) {
 	data, ok := sse.Data(ev)
-	if !ok || bytes.Equal(data, []byte("[DONE]")) || !gjson.ValidBytes(data) {
+	if !ok || bytes.Equal(data, []byte("[DONE]")) || !jsonwalk.ValidBytes(data) {
 		s.out = append(s.out, ev...) // comments, [DONE], and what cannot be read go as sent
 		return
 	}
