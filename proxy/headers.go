@@ -204,16 +204,21 @@ func (n *HeaderNames) requestNames() []string {
 // clientKey returns the API key the agent presented, in any header spelling:
 // "Authorization: Bearer KEY" (scheme in any case), "X-Api-Key: KEY"
 // (Anthropic) or "Api-Key: KEY" (Azure OpenAI).
+// An empty value is no key.
 func clientKeys(h *fasthttp.RequestHeader) []string {
 	var keys []string
 	for k, v := range h.All() {
+		var key []byte
 		switch {
 		case foldEq(k, "Authorization"):
 			if len(v) > 7 && foldEq(v[:7], "Bearer ") {
-				keys = append(keys, string(bytes.TrimSpace(v[7:])))
+				key = bytes.TrimSpace(v[7:])
 			}
 		case foldEq(k, "X-Api-Key"), foldEq(k, "Api-Key"):
-			keys = append(keys, string(bytes.TrimSpace(v)))
+			key = bytes.TrimSpace(v)
+		}
+		if len(key) > 0 {
+			keys = append(keys, string(key))
 		}
 	}
 	return keys

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Options configure the proxy. The yaml tags are the keys of the `proxy:`
@@ -230,6 +231,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Responses.Max <= 0 || o.Responses.TTL <= 0 {
 		return fmt.Errorf("proxy.responses: max and ttl must be > 0, got %d and %s", o.Responses.Max, o.Responses.TTL)
+	}
+	for i, k := range o.ClientKeys {
+		if k == "" || strings.TrimSpace(k) != k || strings.ContainsFunc(k, unicode.IsControl) {
+			return fmt.Errorf("proxy.client_keys: entry %d is empty, or starts or ends with a space or holds a control "+
+				"character: no agent could present it as sent, and an empty one would let in a request without a key", i)
+		}
 	}
 	switch o.DataPlaneFeedback {
 	case FeedbackOff, FeedbackLoopback:

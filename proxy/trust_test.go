@@ -166,6 +166,25 @@ func TestKeylessListenRefused(t *testing.T) {
 	}
 }
 
+// A client key no agent could present as written, or an empty one (which
+// would match a request that presents an empty key), is refused at start;
+// an empty key presented is no key.
+func TestClientKeysConfig(t *testing.T) {
+	for _, keys := range [][]string{{"sk-a", ""}, {" sk-a"}, {"sk-a "}, {"sk-\na"}, {"sk-\ta"}} {
+		o := DefaultOptions()
+		o.ClientKeys = keys
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.client_keys") {
+			t.Errorf("client_keys %q: %v, want refused", keys, err)
+		}
+	}
+	h, _ := startTrustHone(t, capture.DefaultOptions())
+	for _, hdr := range []map[string]string{{"X-Api-Key": ""}, {"Authorization": "Bearer  "}, {"Api-Key": " "}} {
+		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 401 {
+			t.Errorf("an empty key in %v: status %d, want 401", hdr, r.status)
+		}
+	}
+}
+
 // startTrustHone is hone with client keys sk-a and sk-b in front of a stub
 // answering one chat completion, capturing into a store.
 func startTrustHone(t *testing.T, co capture.Options) (*testHone, *capture.Store) {
