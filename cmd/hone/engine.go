@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/hone-rl/hone/engine"
@@ -43,7 +42,8 @@ func runEngine(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.Close()
-	srv := &http.Server{Addr: *listen, Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(e.Handler())
+	srv.Addr = *listen
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	slog.Info("engine listening", "addr", *listen, "model", e.ModelName())

@@ -116,7 +116,7 @@ func serveUntilDone(ctx context.Context, c *config.Config, srv *proxy.Server, ct
 		ln.Close()
 		return fmt.Errorf("control plane: %w", err)
 	}
-	ctlSrv := &http.Server{Handler: ctl, ReadHeaderTimeout: 10 * time.Second}
+	ctlSrv := newHTTPServer(ctl)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() { errc <- ctlSrv.Serve(cln) }()
@@ -200,7 +200,7 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 		be.Close()
 		return nil, fmt.Errorf("embedded engine: %w", err)
 	}
-	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(e.Handler())
 	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
 	c.Proxy.Upstream.Engines = []proxy.EngineOptions{{URL: "http://" + ln.Addr().String(), Kind: "embedded"}}
 	c.Embedded = opts
@@ -286,4 +286,16 @@ func closeLogged(log *slog.Logger, what string, fn func() error) {
 	if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("close "+what, "err", err)
 	}
+}
+
+// newHTTPServer is the net/http server of the control plane and of an
+// engine: a client that sends its head slowly, or holds a connection idle
+// (after a 401, say), is cut off, so that no one keeps sockets (file
+// descriptors hone shares with the data plane and the store) open forever.
+// No ReadTimeout: net/http keeps it as the read deadline of the whole
+// exchange, and its expiry cancels the request's context, which would end
+// a long experience read or an engine stream.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10}
 }
