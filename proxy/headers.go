@@ -70,11 +70,12 @@ const requestIDHeader = "X-Request-Id"
 // upstreamDrops are the request headers that never reach an engine, in any
 // spelling: hop-by-hop ones, Accept-Encoding (hone reads the body; engines
 // rarely compress anyway), hone's own, and the agent's credentials when the
-// engine has its own key.
+// engine has its own key or they are hone's client keys (which the engine
+// has no business seeing: a key hone checked is not passed on).
 func upstreamDrops(o *Options) []string {
 	// Origin: CORS is hone's (cors.go); an engine's own answer to it is dropped
 	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding", "Origin"), o.Headers.requestNames()...)
-	if o.Upstream.APIKey != "" {
+	if o.Upstream.APIKey != "" || len(o.ClientKeys) > 0 {
 		names = append(names, credentialHeaders...)
 	}
 	return names

@@ -92,6 +92,12 @@ func TestClientKeysAnySpelling(t *testing.T) {
 		if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 {
 			t.Fatalf("%v: status %d", hdr, r.status)
 		}
+		_, up := stub.lastRequest() // a key hone checked is not the engine's (no engine.api_key here)
+		for k, v := range up {
+			if lk := strings.ToLower(k); strings.Contains(lk, "auth") || strings.Contains(lk, "key") {
+				t.Fatalf("%v: the engine got %s: %s", hdr, k, v)
+			}
+		}
 	}
 	for _, hdr := range []map[string]string{{"authorization": "k1"}, {"authorization": "Bearer k2"}, {"x-api-key": "k2"}} {
 		wantOpenAIError(t, post(t, h.url, "/v1/chat/completions", chatReq(false), hdr), 401)

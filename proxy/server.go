@@ -115,6 +115,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 		ReadBufferSize:                opts.MaxHeaderBytes, // also fasthttp's limit on the request head
 		WriteBufferSize:               writeBufferSize,
 		ErrorHandler:                  s.readError,
+		HeaderReceived:                s.headerReceived,
 		SecureErrorLogMessage:         true, // fasthttp logs no request bytes either
 		Logger:                        serverLog{log},
 		NoDefaultServerHeader:         true,
@@ -178,6 +179,8 @@ func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 	var ne net.Error
 	api := surfaceOf(ctx) // the head was read when the body is too large
 	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge) && s.keyless(&ctx.Request.Header):
+		s.failAPI(ctx, api, errUnauthorized) // what the handler answers it
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		s.failAPI(ctx, api, errTooLarge)
 	case errors.As(err, &small):
@@ -247,6 +250,39 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 
 // clientKey returns the one of proxy.client_keys the agent presented, in
 // any of the credential headers agents' SDKs use.
+// keylessBodyBytes is the most body fasthttp reads for a request without
+// a valid client key (headerReceived).
+const keylessBodyBytes = 64 << 10
+
+// headerReceived bounds the body fasthttp reads, and allocates from its
+// Content-Length, before the handler runs: with client keys, a request
+// without a valid one is refused (401), so it may bring at most
+// keylessBodyBytes, not proxy.max_body_bytes; otherwise anyone who reaches
+// the port could make hone reserve 32 MiB per connection with a head
+// alone. The data-plane feedback routes (which loopback mode serves
+// without a key) keep the configured limit.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if s.keyless(h) {
+		if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); s.mounted[string(path)] == nil {
+			return fasthttp.RequestConfig{MaxRequestBodySize: keylessBodyBytes}
+		}
+	}
+	return fasthttp.RequestConfig{}
+}
+
+// keyless reports whether hone has client keys and h presents none of them.
+func (s *Server) keyless(h *fasthttp.RequestHeader) bool {
+	if len(s.keys) == 0 {
+		return false
+	}
+	for _, k := range clientKeys(h) {
+		if s.keys[k] {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 	for _, k := range clientKeys(&ctx.Request.Header) {
 		if s.keys[k] {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -183,6 +184,41 @@ func TestClientKeysConfig(t *testing.T) {
 			t.Errorf("an empty key in %v: status %d, want 401", hdr, r.status)
 		}
 	}
+}
+
+// Without a valid client key a request may bring only a small body: a
+// head declaring 32 MiB is answered 401 at once, before fasthttp reserves
+// (and waits for) the body; a keyed request keeps proxy.max_body_bytes.
+func TestKeylessBodyBounded(t *testing.T) {
+	h, _ := startTrustHone(t, capture.DefaultOptions())
+	for _, auth := range []string{"", "Authorization: Bearer sk-wrong\r\n", "X-Api-Key: \r\n"} {
+		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+			"Content-Type: application/json\r\nContent-Length: 33554432\r\n\r\n{"
+		out, took := rawExchange(t, h.url, []byte(head), 3*time.Second)
+		if !bytes.HasPrefix(out, []byte("HTTP/1.1 401")) || took > 2*time.Second {
+			t.Fatalf("%q and a 32 MiB Content-Length: %.120q after %s, want 401 at once", auth, out, took)
+		}
+	}
+	big := chatReqPadded(t, 1<<20)
+	r := post(t, h.url, "/v1/chat/completions", big, map[string]string{"Authorization": "Bearer sk-a"})
+	if r.status != 200 {
+		t.Fatalf("a keyed 1 MiB request: status %d %.200s", r.status, r.body)
+	}
+	r = post(t, h.url, "/v1/chat/completions", big, nil)
+	if r.status != 401 {
+		t.Fatalf("a keyless 1 MiB request: status %d, want 401", r.status)
+	}
+}
+
+// chatReqPadded is a chat request of at least n bytes (a long user message).
+func chatReqPadded(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "messages": []map[string]string{
+		{"role": "user", "content": strings.Repeat("pad ", n/4)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // startTrustHone is hone with client keys sk-a and sk-b in front of a stub
