@@ -254,20 +254,21 @@ func (o *Options) Validate() error {
 	if err := checkInferenceRoutes(o.InferenceRoutes); err != nil {
 		return err
 	}
-	if len(o.ClientKeys) == 0 && !o.AgentsTrustEachOther && !isLoopback(o.Listen) {
+	if len(o.ClientKeys) == 0 && !o.AgentsTrustEachOther && !LoopbackAddr(o.Listen) {
 		return fmt.Errorf("proxy.listen: %q is not a loopback address and proxy.client_keys is empty: any agent "+
 			"that reaches it could reward, commit and extend every other agent's sessions; give each agent a key "+
 			"(HONE_PROXY_CLIENT_KEYS), listen on 127.0.0.1, or set proxy.agents_trust_each_other: true "+
 			"(HONE_PROXY_AGENTS_TRUST_EACH_OTHER=1) if every agent that can reach it may act on the others' sessions", o.Listen)
 	}
-	if o.ControlToken == "" && !isLoopback(o.ControlListen) {
+	if o.ControlToken == "" && !LoopbackAddr(o.ControlListen) {
 		return fmt.Errorf("proxy.control_listen: %q is not a loopback address and proxy.control_token is empty: "+
 			"set a token (HONE_PROXY_CONTROL_TOKEN) or listen on 127.0.0.1", o.ControlListen)
 	}
 	return nil
 }
 
-func isLoopback(addr string) bool {
+// LoopbackAddr reports whether a listen address (host:port) is on loopback only.
+func LoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/hone-rl/hone/engine"
+	"github.com/hone-rl/hone/proxy"
 )
 
 func init() {
@@ -30,11 +32,19 @@ func runEngine(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.ReasoningParser, "reasoning-parser", opts.ReasoningParser, `reasoning parser: "qwen3" or "none"`)
 	fs.StringVar(&opts.ReasoningField, "reasoning-field", opts.ReasoningField, "reasoning | reasoning_content | both")
 	fs.StringVar(&opts.ToolCallParser, "tool-call-parser", opts.ToolCallParser, `tool call parser: "hermes" or "none"`)
+	fs.StringVar(&opts.APIKey, "api-key", os.Getenv("HONE_ENGINE_API_KEY"),
+		"key every request must send as \"Authorization: Bearer KEY\" (as vLLM's --api-key; env HONE_ENGINE_API_KEY); "+
+			"hone sends it with engine.api_key")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if opts.ModelDir == "" {
 		return usagef("--model is required (usage: hone %s)", fs.synopsis)
+	}
+	if opts.APIKey == "" && !proxy.LoopbackAddr(*listen) {
+		return usagef("--listen %s is not a loopback address and there is no --api-key: anyone who reaches it could "+
+			"load adapters, put the engine to sleep and reload its weights; set --api-key (HONE_ENGINE_API_KEY) or "+
+			"listen on 127.0.0.1", *listen)
 	}
 	opts.Version = version
 	e, err := engine.New(ctx, opts)
@@ -42,7 +52,11 @@ func runEngine(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.Close()
-	srv := newHTTPServer(e.Handler())
+	h := e.Handler()
+	if opts.APIKey == "" { // on loopback: no web page in a browser on the machine may drive it
+		h = proxy.SameSiteOnly(h)
+	}
+	srv := newHTTPServer(h)
 	srv.Addr = *listen
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
