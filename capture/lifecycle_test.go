@@ -567,8 +567,8 @@ func TestReadyHooksAndMeta(t *testing.T) {
 
 // TestFeedbackBounds: a feedback body's tags and comment are bounded as the
 // X-Hone-Tags header is (a clear error, nothing applied), a session keeps
-// at most maxTags tags however many feedbacks bring new ones, and at most
-// maxRewards rewards.
+// at most maxTags tags however many feedbacks bring new ones, at most
+// maxRewardText bytes of comments and tags, and at most maxRewards rewards.
 func TestFeedbackBounds(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, t.TempDir(), testOptions())
@@ -602,6 +602,28 @@ func TestFeedbackBounds(t *testing.T) {
 	if rec := session(t, s, "bounded"); len(rec.Tags) != maxTags || rec.Tags[0] != "a0000000" || len(rec.Rewards) != 2 {
 		t.Fatalf("session tags %d (first %q), rewards %d; want %d tags, the first feedback's, and 2 rewards",
 			len(rec.Tags), rec.Tags[0], len(rec.Rewards), maxTags)
+	}
+	// comments and tags together stop at maxRewardText per session (every
+	// update rewrites the record whole); a reward without them still applies
+	full := FeedbackReq{Session: "bounded", Reward: ptr(1), Comment: strings.Repeat("c", maxComment)}
+	kept := 2
+	for ; kept < 100; kept++ {
+		if _, err := s.Feedback(ctx, full); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("feedback %d: %v, want ErrInvalid", kept+1, err)
+			}
+			break
+		}
+	}
+	text := 0
+	for _, r := range session(t, s, "bounded").Rewards {
+		text += r.text()
+	}
+	if text > maxRewardText || text+maxComment <= maxRewardText || kept == 100 {
+		t.Fatalf("%d feedbacks kept %d bytes of comments and tags, want at most %d and no room for one more", kept, text, maxRewardText)
+	}
+	if _, err := s.Feedback(ctx, FeedbackReq{Session: "bounded", Reward: ptr(1)}); err != nil {
+		t.Fatalf("a reward without a comment after the text bound: %v", err)
 	}
 	err := s.do(ctx, func() error {
 		return s.update(false, func(tx *tx) error {

@@ -219,6 +219,20 @@ func lastSeq(txn *badger.Txn, id string) (uint64, bool) {
 // and every later update rewrites the session's record).
 const maxRewards = 4096
 
+// maxRewardText bounds the comments and tags of a session's rewards
+// together: the record is rewritten whole by each later update, so 4096
+// rewards with a 4 KiB comment each would write gigabytes for one session.
+const maxRewardText = 64 << 10
+
+// text is the bytes of a reward's comment and tags.
+func (r *Reward) text() int {
+	n := len(r.Comment)
+	for _, t := range r.Tags {
+		n += len(t)
+	}
+	return n
+}
+
 // addReward appends a reward to a session; an open one joins the set a
 // Trinity /commit closes, once the unit commits. A reward that would make
 // the session's or its call's combined reward non-finite (reward.combine:
@@ -228,6 +242,15 @@ func (t *tx) addReward(rec *Session, r Reward) error {
 	if len(rec.Rewards) >= maxRewards {
 		return fmt.Errorf("session %s has %d rewards, the most one session keeps; nothing was applied: %w",
 			rec.ID, len(rec.Rewards), ErrInvalid)
+	}
+	if n := r.text(); n > 0 {
+		for i := range rec.Rewards {
+			n += rec.Rewards[i].text()
+		}
+		if n > maxRewardText {
+			return fmt.Errorf("session %s would keep %d bytes of reward comments and tags, at most %d; nothing was "+
+				"applied (send the reward without them): %w", rec.ID, n, maxRewardText, ErrInvalid)
+		}
 	}
 	rule := t.s.opts.Reward.Combine
 	rec.Rewards = append(rec.Rewards, r)
