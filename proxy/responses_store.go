@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,17 +99,41 @@ func (c *conversations) get(owner, id string) ([]byte, bool) {
 }
 
 // memConversations is the default ConversationStore: in memory, bounded in
-// count and age; a restart forgets it.
+// count, age and bytes (memConvBytes: a conversation with images inlined
+// can be tens of megabytes, and any agent can keep its conversations here
+// with X-Hone-Train: 0); a restart forgets it.
 type memConversations struct {
-	lru *expirable.LRU[string, []byte]
+	lru   *expirable.LRU[string, []byte]
+	mu    sync.Mutex // orders puts, so bytes stays the sum of what lru holds
+	bytes atomic.Int64
+	max   int64
 }
 
+// memConvBytes bounds the bytes of the in-memory conversations: 1/16 of the
+// memory budget, at least 16 MiB.
+func memConvBytes() int64 { return max(16<<20, capture.MemoryBudget()/16) }
+
 func newMemConversations(max int, ttl time.Duration) *memConversations {
-	return &memConversations{lru: expirable.NewLRU[string, []byte](max, nil, ttl)}
+	m := &memConversations{max: memConvBytes()}
+	m.lru = expirable.NewLRU[string, []byte](max, func(_ string, v []byte) { m.bytes.Add(-int64(len(v))) }, ttl)
+	return m
 }
 
 func (m *memConversations) PutConversation(owner, id string, conv []byte) error {
-	m.lru.Add(owner+"\x00"+id, conv)
+	if int64(len(conv)) > m.max {
+		return errors.New("conversation larger than the in-memory bound")
+	}
+	k := owner + "\x00" + id
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.Remove(k) // a replaced value is not evicted, so not uncounted
+	m.bytes.Add(int64(len(conv)))
+	m.lru.Add(k, conv)
+	for m.bytes.Load() > m.max {
+		if _, _, ok := m.lru.RemoveOldest(); !ok {
+			break
+		}
+	}
 	return nil
 }
 

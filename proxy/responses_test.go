@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -341,5 +342,32 @@ func TestSkippedConversationNotStored(t *testing.T) {
 	}
 	if conv, ok, _ := convs.Conversation("", kept); !ok || !strings.Contains(string(conv), "keep me") {
 		t.Errorf("a captured session's conversation is not in the store: %v %s", ok, conv)
+	}
+}
+
+// The in-memory conversations are bounded in bytes as well as count: the
+// oldest go first, one larger than the bound is refused, and a replaced
+// one is counted once.
+func TestMemConversationsBytes(t *testing.T) {
+	m := newMemConversations(100, time.Hour)
+	m.max = 1000
+	conv := func(n int) []byte { return bytes.Repeat([]byte("x"), n) }
+	for i := range 3 {
+		if err := m.PutConversation("o", fmt.Sprint(i), conv(400)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := m.Conversation("o", "0"); ok || m.bytes.Load() != 800 {
+		t.Fatalf("after 1200 bytes into 1000: the oldest kept %v, %d bytes held", ok, m.bytes.Load())
+	}
+	if _, ok, _ := m.Conversation("o", "2"); !ok {
+		t.Fatal("the newest conversation was evicted")
+	}
+	_ = m.PutConversation("o", "2", conv(100))
+	if m.bytes.Load() != 500 {
+		t.Fatalf("a replaced conversation: %d bytes held, want 500", m.bytes.Load())
+	}
+	if err := m.PutConversation("o", "big", conv(1001)); err == nil {
+		t.Fatal("a conversation larger than the bound was kept")
 	}
 }
