@@ -103,7 +103,7 @@ type Call struct {
 	Policy     string `json:"policy,omitempty"` // policy alias name
 	Version    int64  `json:"policy_version"`
 	Stream     bool   `json:"stream"`
-	ResponseID string `json:"response_id,omitempty"` // chatcmpl-... / cmpl-...
+	ResponseID string `json:"response_id,omitempty"` // the answer's id the agent saw: chatcmpl-..., cmpl-..., resp_..., msg_...
 
 	Start   time.Time     `json:"start"`
 	End     time.Time     `json:"end"`

@@ -44,13 +44,15 @@ func key(prefix byte, parts ...string) []byte {
 	return k
 }
 
-// responsePrefixes open the response ids an engine makes from a request id:
-// vLLM answers a call sent with "X-Request-Id: <id>" as chatcmpl-<id>
-// (chat) or cmpl-<id> (completions), and hone sends its call id.
-var responsePrefixes = [...]string{"chatcmpl-", "cmpl-"}
+// responsePrefixes open the response ids made from a call id: vLLM answers
+// a call sent with "X-Request-Id: <id>" as chatcmpl-<id> (chat) or
+// cmpl-<id> (completions), and hone sends its call id; hone names its
+// translated answers resp_<call id> (Responses) and msg_<call id>
+// (Messages).
+var responsePrefixes = [...]string{"chatcmpl-", "cmpl-", "resp_", "msg_"}
 
-// derivedCallID returns the call id an engine made responseID from, or ""
-// when it has no engine prefix.
+// derivedCallID returns the call id responseID was made from, or "" when
+// it has none of those prefixes.
 func derivedCallID(responseID string) string {
 	for _, p := range responsePrefixes {
 		if len(responseID) > len(p) && responseID[:len(p)] == p {

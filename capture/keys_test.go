@@ -48,6 +48,11 @@ func TestResponseIDLookup(t *testing.T) {
 	}
 	record("call-c", "sc", "chatcmpl-call-a") // the agent sent X-Request-Id: call-a
 	record("call-d", "sd", "cmpl-call-d")
+	record("call-e", "se", "resp_call-e") // hone's own Responses and Messages answers
+	record("call-f", "sf", "msg_call-f")
+	if got := respKeys(t, s); fmt.Sprint(got) != "[chatcmpl-0f3e9a chatcmpl-call-a]" {
+		t.Fatalf("response-id index %v, want entries for the two ids not made from their call's", got)
+	}
 	if _, err := s.TrinityFeedback(WithOwner(ctx, "key:sc"), []string{"chatcmpl-call-a"}, -1, "", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("sc's key rewarded the call its X-Request-Id named: %v", err)
 	}
@@ -58,6 +63,8 @@ func TestResponseIDLookup(t *testing.T) {
 		{[]string{"chatcmpl-call-a"}, "[sa]"},
 		{[]string{"chatcmpl-0f3e9a"}, "[sb]"},
 		{[]string{"cmpl-call-d", "chatcmpl-unknown"}, "[sd]"},
+		{[]string{"resp_call-e", "msg_call-f"}, "[se sf]"},
+		{[]string{"msg_call-e", "resp_call-f"}, "[]"},                   // another API's prefix on a call id
 		{[]string{"chatcmpl-call-b", "cmpl-call-a", "chatcmpl-"}, "[]"}, // prefixes of ids no call got
 	} {
 		got, err := s.TrinityFeedback(ctx, tc.ids, 1, "", "")
@@ -68,7 +75,7 @@ func TestResponseIDLookup(t *testing.T) {
 			t.Errorf("TrinityFeedback(%q) reached %v, want %s", tc.ids, got, tc.want)
 		}
 	}
-	for _, id := range []string{"sa", "sb", "sc", "sd"} {
+	for _, id := range []string{"sa", "sb", "sc", "sd", "se", "sf"} {
 		if _, err := s.Commit(ctx, id); err != nil {
 			t.Fatal(err)
 		}

@@ -45,6 +45,9 @@ type encoder interface {
 	end() []byte
 	// fail returns the API's error event for a stream the engine broke.
 	fail(msg string) []byte
+	// named sets the answer's id from the call's id (before any answer)
+	// and returns it.
+	named(callID string) string
 }
 
 // surfaces maps POST routes to their API.

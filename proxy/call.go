@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"time"
@@ -18,6 +19,7 @@ type call struct {
 	upPath    []byte  // the engine route and query
 	dialect   dialect // the engine API the request goes to
 	id        string
+	answerID  string // the id of a translated answer (reply.named): the one the agent sees
 	model     string // as the agent asked
 	target    string // as sent upstream
 	policy    Policy
@@ -142,7 +144,7 @@ func (c *call) done() {
 func (c *call) record(end time.Time) *capture.Call {
 	rec := &capture.Call{
 		ID: c.id, Session: c.verdict.Session, Task: c.hh.Task, Route: c.dialect.route(), Model: c.model, Upstream: c.target,
-		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: c.acc.id,
+		Policy: c.policy.Alias, Version: c.policy.Version, Stream: c.asked.stream, ResponseID: cmp.Or(c.answerID, c.acc.id),
 		Start: c.start, End: end, Latency: end.Sub(c.start), Status: c.status, HTTPStatus: c.httpStatus,
 		Error: c.errMsg, Request: c.reqBody, Response: c.respBody, ResponseNulls: c.respNulls, PromptIDs: c.acc.promptIDs,
 		Choices: c.acc.choices, Usage: c.acc.usage, Hone: c.hh, NewSession: c.verdict.New, Owner: c.owner,

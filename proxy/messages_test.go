@@ -421,6 +421,10 @@ func TestMessagesThroughHone(t *testing.T) {
 		r.header.Get("X-Hone-Call") == "" || d.Get("choices").Exists() {
 		t.Fatalf("non-stream answer %d %s", r.status, r.body)
 	}
+	firstCall, firstID := r.header.Get("X-Hone-Call"), d.Get("id").String()
+	if firstID != "msg_"+firstCall {
+		t.Fatalf("message id %q, want msg_ and the call's id %q (so Trinity msg_ids finds it)", firstID, firstCall)
+	}
 	up, _ := stub.lastRequest()
 	if u := gjson.ParseBytes(up); u.Get("messages.0.role").String() != "system" || u.Get("max_tokens").Int() != 64 ||
 		!u.Get("logprobs").Bool() {
@@ -493,6 +497,9 @@ func TestMessagesThroughHone(t *testing.T) {
 	for _, c := range waitCalls(t, h.rec, 4) {
 		if c.HTTPStatus == 400 && c.Status != capture.StatusUpstreamError {
 			t.Fatalf("engine error recorded as %+v", c)
+		}
+		if c.ID == firstCall && c.ResponseID != firstID {
+			t.Fatalf("call %s recorded with response id %q, want the one the agent saw, %q", c.ID, c.ResponseID, firstID)
 		}
 	}
 	if n := len(h.rec.Calls()); n != 4 {

@@ -32,6 +32,11 @@ type reply interface {
 	// admitted says whether capture keeps the call's session, once the
 	// call is admitted; what the reply keeps of the answer follows it.
 	admitted(captured bool)
+	// named gives the reply the call's id, once made, and returns the id
+	// of the agent's answer when the reply makes its own ("" when the
+	// engine's passes through): made from the call's, so that capture
+	// finds the call by the id the agent saw (Trinity msg_ids).
+	named(callID string) string
 }
 
 // native passes the engine's own API through.
@@ -77,6 +82,7 @@ func (native) broken(string) []byte                 { return nil }
 func (native) namesModel() bool                     { return false }
 func (native) warnings() []string                   { return nil }
 func (native) admitted(bool)                        {}
+func (native) named(string) string                  { return "" }
 
 // translated re-encodes the engine's chat completions answer into the
 // agent's API. What hone injected never reaches the agent: the encoder reads
@@ -107,6 +113,8 @@ func (t translated) admitted(captured bool) {
 		a.admitted(captured)
 	}
 }
+
+func (t translated) named(callID string) string { return t.enc.named(callID) }
 
 func (t translated) warnings() []string {
 	if w, ok := t.enc.(interface{ warnings() []string }); ok { // tools the engine cannot run, left out

@@ -71,6 +71,9 @@ func newResponsesEncoder(s *Server, owner string, echo respRequest, conv []byte)
 		tools: map[int]*respItem{}}
 }
 
+// named makes the Response id from the call's: resp_<call id>.
+func (e *responsesEncoder) named(callID string) string { e.id = "resp_" + callID; return e.id }
+
 // body re-encodes a whole chat completion as a Response object.
 func (e *responsesEncoder) body(chat []byte, status int) []byte {
 	if status >= 400 {

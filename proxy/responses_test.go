@@ -291,6 +291,14 @@ func TestResponsesBadInputThroughHone(t *testing.T) {
 	if r.status != 200 || gjson.GetBytes(r.body, "object").String() != "response" {
 		t.Fatalf("after bad input: %d %s", r.status, r.body)
 	}
+	// the answer's id is made from the call's, and the call is recorded with it
+	id := gjson.GetBytes(r.body, "id").String()
+	if call := r.header.Get("X-Hone-Call"); id != "resp_"+call {
+		t.Fatalf("response id %q, want resp_ and the call's id %q", id, call)
+	}
+	if calls := waitCalls(t, h.rec, 1); calls[0].ResponseID != id {
+		t.Fatalf("recorded response id %q, want the one the agent saw, %q", calls[0].ResponseID, id)
+	}
 	// the call is counted under the API the agent called, not the engine's
 	if n := testutil.ToFloat64(h.s.m.requests.WithLabelValues("responses", "200")); n != 1 {
 		t.Fatalf(`hone_requests_total{route="responses",status="200"} = %v, want 1`, n)

@@ -355,6 +355,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.policy, c.release = p, release // no rollout moves a call that named its version
 	}
 	c.id = "call-" + capture.NewID()
+	c.answerID = c.reply.named(c.id)
 	c.owner = owner
 	c.verdict = s.rec.Admit(&capture.Admission{CallID: c.id, Route: d.route(), Model: c.model, Hone: hh, Body: body,
 		Owner: owner})
