@@ -854,3 +854,23 @@ func TestDeadlineBuildFailure(t *testing.T) {
 		t.Fatalf("the next pass read %d committed sessions again, want 0", looked)
 	}
 }
+
+// A session is created when its first call started, not when the writer
+// stored it: its created time is never after its last call's.
+func TestSessionCreatedAtFirstCall(t *testing.T) {
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	c := v.makeCall("call-0", "s-created", prompts[0], replies[0], 1)
+	c.Start, c.End = time.Now().Add(-3*time.Second), time.Now().Add(-2*time.Second)
+	s.Record(c)
+	s.syncQueue(t)
+	rec, _, err := s.GetSession(context.Background(), "s-created")
+	if err != nil || rec == nil {
+		t.Fatal(rec, err)
+	}
+	if !rec.Created.Equal(c.Start) || rec.LastCall.Before(rec.Created) {
+		t.Fatalf("created %s, last call %s; want created at the call's start %s", rec.Created, rec.LastCall, c.Start)
+	}
+}

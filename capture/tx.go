@@ -46,10 +46,15 @@ func (t *tx) readyLater(rec *Session) {
 	}
 }
 
-// newSession makes an open session for the first call of id; reconcile
-// looks for calls a crash left without their session record.
-func (t *tx) newSession(id, owner string, reconcile bool) (*Session, error) {
-	rec := &Session{ID: id, Created: t.now, Owner: owner}
+// newSession makes an open session for the first call of id, created when
+// that call started (before it is written); reconcile looks for calls a
+// crash left without their session record.
+func (t *tx) newSession(id, owner string, start time.Time, reconcile bool) (*Session, error) {
+	created := t.now
+	if !start.IsZero() && start.Before(created) {
+		created = start
+	}
+	rec := &Session{ID: id, Created: created, Owner: owner}
 	if err := t.setState(rec, StateOpen); err != nil {
 		return nil, err
 	}

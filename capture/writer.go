@@ -489,7 +489,7 @@ func (s *Store) sessionFor(t *tx, c *Call) (*Session, error) {
 		}
 	}
 	if rec == nil {
-		return t.newSession(c.Session, c.Owner, !c.NewSession)
+		return t.newSession(c.Session, c.Owner, c.Start, !c.NewSession)
 	}
 	if rec, err = t.latest(rec); err != nil {
 		return nil, err
