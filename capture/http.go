@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +26,7 @@ func (s *Store) Routes(r chi.Router) {
 	r.Post("/v1/commit", s.handleCommit)
 	r.Post("/feedback", s.handleTrinityFeedback)
 	r.Post("/commit", s.handleTrinityCommit)
+	r.Get("/v1/sessions", s.handleSessions)
 	r.Get("/v1/sessions/*", s.handleSession) // a session id may hold "/" (sent escaped or not)
 	r.Get("/v1/experiences", s.handleExperiences)
 	r.Post("/v1/experiences/ack", s.handleAck)
@@ -353,6 +355,87 @@ func (s *Store) handleExperiences(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		slog.Warn("stream experiences", "after", after, "err", err)
 	}
+}
+
+// sessionItem is one session of GET /v1/sessions.
+type sessionItem struct {
+	ID       string    `json:"id"`
+	State    State     `json:"state"`
+	Since    time.Time `json:"since"`
+	Calls    int       `json:"calls"`
+	Reward   *float64  `json:"reward"` // null without a reward
+	Task     string    `json:"task,omitempty"`
+	Model    string    `json:"model,omitempty"`
+	Created  time.Time `json:"created"`
+	LastCall time.Time `json:"last_call"`
+}
+
+// handleSessions lists sessions, as hone traces ls does (which cannot open
+// the store while hone runs): ?state= (one, or several comma-separated;
+// oldest in state first), ?task=, ?since= and ?until= on the creation time
+// (RFC 3339, or a duration ago like 24h), ?limit= (default 100, at most
+// 10000). has_more says whether more matched.
+func (s *Store) handleSessions(w http.ResponseWriter, r *http.Request) {
+	f, limit, err := sessionsFilter(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list := []sessionItem{}
+	more := false
+	err = s.Sessions(r.Context(), f, func(rec *Session) error {
+		if len(list) == limit {
+			more = true
+			return errListFull
+		}
+		it := sessionItem{ID: rec.ID, State: rec.State, Since: rec.Since, Calls: rec.Calls, Task: rec.Task,
+			Model: rec.Model, Created: rec.Created, LastCall: rec.LastCall}
+		if len(rec.Rewards) > 0 {
+			v := rec.SessionReward(s.opts.Reward.Combine)
+			it.Reward = &v
+		}
+		list = append(list, it)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errListFull) {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": list, "has_more": more})
+}
+
+var errListFull = errors.New("list full")
+
+func sessionsFilter(r *http.Request) (ExportFilter, int, error) {
+	q := r.URL.Query()
+	var f ExportFilter
+	for _, name := range strings.Split(q.Get("state"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			st, err := ParseState(name)
+			if err != nil {
+				return f, 0, fmt.Errorf("state: %w: %w", err, ErrInvalid)
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if f.Task = q.Get("task"); f.Task != "" {
+		if _, err := ParseID(f.Task); err != nil {
+			return f, 0, fmt.Errorf("task: %w: %w", err, ErrInvalid)
+		}
+	}
+	for name, t := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			*t = time.Now().Add(-d)
+		} else if *t, err = time.Parse(time.RFC3339, v); err != nil {
+			return f, 0, fmt.Errorf("%s %q: want RFC 3339 or a duration ago (24h): %w", name, truncate(v, 40), ErrInvalid)
+		}
+	}
+	_, limit, err := pageParams(r)
+	return f, limit, err
 }
 
 func pageParams(r *http.Request) (after uint64, limit int, err error) {

@@ -286,3 +286,68 @@ func TestHTTPSessionIDWithSlash(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPSessionsList: GET /v1/sessions lists sessions with the filters
+// hone traces ls has, while hone runs.
+func TestHTTPSessionsList(t *testing.T) {
+	s, srv := testServer(t)
+	v := newVocab()
+	for _, id := range []string{"list-a", "list-b", "list-c"} {
+		runSession(t, s, v, id)
+	}
+	if status, _ := post(t, srv.URL+"/v1/feedback", `{"session":"list-b","reward":0.5}`); status != 200 {
+		t.Fatal(status)
+	}
+	if status, _ := post(t, srv.URL+"/v1/commit", `{"session":"list-b"}`); status != 200 {
+		t.Fatal(status)
+	}
+	get := func(query string) (int, struct {
+		Data    []sessionItem `json:"data"`
+		HasMore bool          `json:"has_more"`
+	}) {
+		t.Helper()
+		var out struct {
+			Data    []sessionItem `json:"data"`
+			HasMore bool          `json:"has_more"`
+		}
+		resp, err := http.Get(srv.URL + "/v1/sessions" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	ids := func(items []sessionItem) string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID+":"+string(it.State))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		query, want string
+		more        bool
+	}{
+		{"", "list-a:open,list-b:ready,list-c:open", false},
+		{"?state=open", "list-a:open,list-c:open", false},
+		{"?state=ready,open", "list-b:ready,list-a:open,list-c:open", false},
+		{"?limit=2", "list-a:open,list-b:ready", true},
+		{"?since=1h", "list-a:open,list-b:ready,list-c:open", false},
+		{"?until=2000-01-01T00:00:00Z", "", false},
+	} {
+		status, out := get(tc.query)
+		if status != 200 || ids(out.Data) != tc.want || out.HasMore != tc.more {
+			t.Errorf("GET /v1/sessions%s: %d %s (more %v), want %s (more %v)", tc.query, status, ids(out.Data), out.HasMore, tc.want, tc.more)
+		}
+	}
+	_, out := get("?state=ready")
+	if len(out.Data) != 1 || out.Data[0].Reward == nil || *out.Data[0].Reward != 0.5 || out.Data[0].Calls == 0 {
+		t.Errorf("the ready session: %+v", out.Data)
+	}
+	for _, q := range []string{"?state=gone", "?limit=0", "?since=yesterday", "?task=%00"} {
+		if status, _ := get(q); status != 400 {
+			t.Errorf("GET /v1/sessions%s: %d, want 400", q, status)
+		}
+	}
+}

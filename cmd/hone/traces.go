@@ -31,14 +31,14 @@ func openCapture(dataDir string) (*capture.Store, error) {
 	s, err := capture.Open(dir, o, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n(Badger locks %s while hone serve runs: stop it first, "+
-			"or read through its control plane: GET /v1/sessions/{id}, GET /v1/experiences)", err, dir)
+			"or read through its control plane: GET /v1/sessions, GET /v1/sessions/{id}, GET /v1/experiences)", err, dir)
 	}
 	return s, nil
 }
 
 // tracesAbout is hone traces' help.
 const tracesAbout = `Inspects the trace store (DATA/capture). It opens the store itself: stop hone serve first, or read
-through its control plane (GET /v1/sessions/{id}, GET /v1/experiences).
+through its control plane (GET /v1/sessions, GET /v1/sessions/{id}, GET /v1/experiences).
 
   ls      sessions with their state, calls, reward, task and model
   show    one session's transcript: token counts, mean logprob, reward, policy version
