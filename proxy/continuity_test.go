@@ -411,6 +411,24 @@ func TestContinuityProbeMismatch(t *testing.T) {
 		!strings.Contains(s, "differs") {
 		t.Errorf("/readyz %q", s)
 	}
+	// behind a control token, the engines' URLs and states are for its holder
+	tokened := httptest.NewServer(NewControl(h.s, "ctl-secret", h.reg))
+	defer tokened.Close()
+	for auth, wantLines := range map[string]bool{"": false, "Bearer wrong": false, "Bearer ctl-secret": true} {
+		req, _ := http.NewRequest("GET", tokened.URL+"/readyz", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(body), stub.url()) != wantLines {
+			t.Errorf("/readyz with %q: %d %q; engine lines wanted: %v", auth, resp.StatusCode, body, wantLines)
+		}
+	}
 	calcSessionFirst(t, h)
 	if r := v.routes(); len(r) != 1 || r[0] != "/v1/chat/completions" {
 		t.Errorf("engine routes %v", r)

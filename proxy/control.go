@@ -28,12 +28,16 @@ func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...Contro
 		r.Use(sameSiteOnly)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.Ready() {
 			httpError(w, http.StatusServiceUnavailable, "no healthy engine")
 			return
 		}
-		_, _ = w.Write([]byte("ready\n" + s.ContinuityStatus())) // continuity lines only in tokens mode
+		status := ""
+		if validBearer(r, token) { // the engines' URLs and states are the operator's
+			status = s.ContinuityStatus() // lines only in tokens mode
+		}
+		_, _ = w.Write([]byte("ready\n" + status))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(bearer(token))
@@ -57,18 +61,26 @@ func bearer(token string) func(http.Handler) http.Handler {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			auth := r.Header.Get("Authorization")
-			got, ok := "", len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ")
-			if ok {
-				got = strings.TrimSpace(auth[7:])
-			}
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			if !validBearer(r, token) {
 				httpError(w, http.StatusUnauthorized, "missing or invalid control-plane token")
 				return
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// validBearer reports whether r carries "Authorization: Bearer token"
+// (always, when token is empty).
+func validBearer(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	if len(auth) <= 7 || !strings.EqualFold(auth[:7], "Bearer ") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[7:])), []byte(token)) == 1
 }
 
 // versionView is a policy version with the calls it is still serving.

@@ -65,6 +65,9 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, model, session, reqID strin
 // agent saw without an index entry (capture's ownResponseID).
 func (s *Server) buildUpstreamRequest(req, in *fasthttp.Request, e *engine, reqID string, body, uri []byte) {
 	in.Header.CopyTo(&req.Header)
+	if named := connectionNamed(&in.Header); len(named) > 0 {
+		delFold(&req.Header, named, "") // hop-by-hop too (RFC 9110 7.6.1)
+	}
 	agentsID := delFold(&req.Header, s.dropUp, requestIDHeader)
 	if reqID != "" && !agentsID {
 		req.Header.Set(requestIDHeader, reqID)

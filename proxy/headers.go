@@ -81,6 +81,26 @@ func upstreamDrops(o *Options) []string {
 	return names
 }
 
+// connectionNamed returns the header names the Connection header lists
+// (other than its own options keep-alive and close), in any spelling: they
+// are hop-by-hop and must not be forwarded. Nil, without allocating, for
+// the usual request.
+func connectionNamed(h *fasthttp.RequestHeader) []string {
+	var names []string
+	for k, v := range h.All() {
+		if !foldEq(k, "Connection") {
+			continue
+		}
+		for tok := range bytes.SplitSeq(v, []byte(",")) {
+			tok = bytes.TrimSpace(tok)
+			if len(tok) > 0 && !foldEq(tok, "keep-alive") && !foldEq(tok, "close") {
+				names = append(names, string(tok))
+			}
+		}
+	}
+	return names
+}
+
 // peekFold returns the values of the headers names (one each, the last
 // sent), in any spelling, from one pass over h.
 func peekFold(h *fasthttp.RequestHeader, names ...string) [2][]byte {

@@ -217,4 +217,12 @@ func TestHopHeadersNeverReachEngine(t *testing.T) {
 			t.Errorf("%s: the agent's own header did not reach the engine as sent: %v", form, up)
 		}
 	}
+	// a header the Connection header names is hop-by-hop too
+	hdr := map[string]string{"Connection": "keep-alive, " + spellings("X-Hop-Only")["lower"], "X-Hop-Only": "1", "X-Custom": "kept"}
+	if r := post(t, h.url, "/v1/chat/completions", chatReq(false), hdr); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	if _, up := stub.lastRequest(); up["X-Hop-Only"] != "" || up["X-Custom"] != "kept" {
+		t.Errorf("a header Connection names reached the engine (or the agent's own did not): %v", up)
+	}
 }
