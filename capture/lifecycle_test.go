@@ -711,3 +711,37 @@ func TestSkippedSessionClaimKept(t *testing.T) {
 		t.Errorf("a session in use longer than its stored claim lives lost it at a restart: %v", err)
 	}
 }
+
+// A Trinity /commit of more rewarded open sessions than one transaction
+// takes closes them all, chunk by chunk, and only the caller's.
+func TestTrinityCommitChunks(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir(), testOptions())
+	defer s.Close()
+	v := newVocab()
+	const mine, theirs = 2*commitChunk + 5, 7
+	for i := range mine {
+		turn(t, s, v, fmt.Sprintf("mine-%03d", i), "key:a", 0, ptr(1), false, true)
+	}
+	for i := range theirs {
+		turn(t, s, v, fmt.Sprintf("theirs-%d", i), "key:b", 0, ptr(1), false, true)
+	}
+	done, err := s.TrinityCommit(WithOwner(ctx, "key:a"))
+	if err != nil || len(done) != mine {
+		t.Fatalf("trinity commit as a: %d sessions, %v; want %d", len(done), err, mine)
+	}
+	for _, id := range done {
+		if !strings.HasPrefix(id, "mine-") {
+			t.Fatalf("a's commit closed %s", id)
+		}
+	}
+	if rec := session(t, s, "mine-000"); rec.State == StateOpen {
+		t.Fatal("a committed session is still open")
+	}
+	if rec := session(t, s, "theirs-0"); rec.State != StateOpen {
+		t.Fatalf("a's commit closed b's session: %s", rec.State)
+	}
+	if done, err := s.TrinityCommit(ctx); err != nil || len(done) != theirs {
+		t.Fatalf("trinity commit without an owner: %d sessions, %v; want the %d left", len(done), err, theirs)
+	}
+}

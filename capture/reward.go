@@ -310,29 +310,52 @@ func (t *tx) indexEntries(m string, fn func(sid, cid string) error) error {
 	return nil
 }
 
+// commitChunk is how many sessions a Trinity /commit closes per
+// transaction: each builds its experiences, and one transaction for
+// thousands would pass Badger's size limit and never commit.
+const commitChunk = 64
+
 // TrinityCommit commits every open session that has a reward and returns
-// their ids; with an owner in ctx only that owner's sessions. Durable.
+// their ids; with an owner in ctx only that owner's sessions (the others'
+// are not even read). Durable: each chunk of commitChunk sessions is synced
+// before the next; an error leaves the chunks before it committed.
 func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 	owner, restricted := ownerFrom(ctx)
 	var done []string
 	err := s.do(ctx, func() error {
 		done = nil
-		return s.update(true, func(t *tx) error {
-			for id := range s.w.rewardedOpen {
-				rec, err := t.session(id)
-				if err != nil {
-					return err
-				}
-				if rec == nil || rec.State != StateOpen || !rec.rewarded() || restricted && rec.Owner != owner {
-					continue
-				}
-				if err := t.closeAndReady(rec, "trinity"); err != nil {
-					return err
-				}
-				done = append(done, id)
+		var ids []string
+		for id, o := range s.w.rewardedOpen {
+			if !restricted || o == owner {
+				ids = append(ids, id)
 			}
-			return nil
-		})
+		}
+		for len(ids) > 0 {
+			chunk := ids[:min(commitChunk, len(ids))]
+			ids = ids[len(chunk):]
+			var closed []string
+			err := s.update(true, func(t *tx) error {
+				for _, id := range chunk {
+					rec, err := t.session(id)
+					if err != nil {
+						return err
+					}
+					if rec == nil || rec.State != StateOpen || !rec.rewarded() || restricted && rec.Owner != owner {
+						continue
+					}
+					if err := t.closeAndReady(rec, "trinity"); err != nil {
+						return err
+					}
+					closed = append(closed, id)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			done = append(done, closed...)
+		}
+		return nil
 	})
 	return done, err
 }

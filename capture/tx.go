@@ -266,10 +266,10 @@ func (t *tx) addReward(rec *Session, r Reward) error {
 	}
 	t.touch(rec)
 	if rec.State == StateOpen {
-		id := rec.ID
+		id, owner := rec.ID, rec.Owner
 		t.after = append(t.after, func() {
 			if _, open := t.s.w.open.get(id); open {
-				t.s.w.rewardedOpen[id] = struct{}{}
+				t.s.w.rewardedOpen[id] = owner
 			}
 		})
 	}

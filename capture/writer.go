@@ -20,8 +20,9 @@ type writerState struct {
 	// set it: a later sweep with an earlier time starts over
 	deadlineFrom []byte
 	deadlineAt   time.Time
-	// open sessions with a reward: what a Trinity /commit closes
-	rewardedOpen map[string]struct{}
+	// open sessions with a reward, and their owners: what a Trinity
+	// /commit closes
+	rewardedOpen map[string]string
 	// committed sessions with a reward found at load: a crash came between
 	// the batch that committed them (or gave a ready one another call) and
 	// the building of their experiences; Open builds them
@@ -37,7 +38,7 @@ func loadWriterState(s *Store) (*writerState, error) {
 		return nil, fmt.Errorf("writer cache: %w", err)
 	}
 	w := &writerState{s: s, cache: cache, open: newTimeHeap(),
-		rewardedOpen: map[string]struct{}{}}
+		rewardedOpen: map[string]string{}}
 	err = s.db.View(func(txn *badger.Txn) error {
 		read := txnReader(txn)
 		var err error
@@ -79,7 +80,7 @@ func (w *writerState) loadIndex(txn *badger.Txn) error {
 			case st == StateOpen:
 				w.open.set(id, rec.LastCall)
 				if rec.rewarded() {
-					w.rewardedOpen[id] = struct{}{}
+					w.rewardedOpen[id] = rec.Owner
 				}
 			case rec.rewarded():
 				w.recover = append(w.recover, id)
