@@ -312,7 +312,8 @@ func (t *tx) indexEntries(m string, fn func(sid, cid string) error) error {
 
 // commitChunk is how many sessions a Trinity /commit closes per
 // transaction: each builds its experiences, and one transaction for
-// thousands would pass Badger's size limit and never commit.
+// thousands would pass Badger's size limit and never commit (a chunk that
+// does is retried a session at a time).
 const commitChunk = 64
 
 // TrinityCommit commits every open session that has a reward and returns
@@ -330,9 +331,7 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 				ids = append(ids, id)
 			}
 		}
-		for len(ids) > 0 {
-			chunk := ids[:min(commitChunk, len(ids))]
-			ids = ids[len(chunk):]
+		commit := func(chunk []string) error {
 			var closed []string
 			err := s.update(true, func(t *tx) error {
 				for _, id := range chunk {
@@ -350,10 +349,25 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 				}
 				return nil
 			})
+			if err == nil {
+				done = append(done, closed...)
+			}
+			return err
+		}
+		for len(ids) > 0 {
+			chunk := ids[:min(commitChunk, len(ids))]
+			ids = ids[len(chunk):]
+			err := commit(chunk)
+			if errors.Is(err, badger.ErrTxnTooBig) { // long trajectories: one session a transaction
+				for _, id := range chunk {
+					if err = commit([]string{id}); err != nil {
+						break
+					}
+				}
+			}
 			if err != nil {
 				return err
 			}
-			done = append(done, closed...)
 		}
 		return nil
 	})
