@@ -336,3 +336,21 @@ func TestEngineHoneHeadersNotCopied(t *testing.T) {
 		}
 	}
 }
+
+// With log.level debug, hone logs each request it answers with an error of
+// its own (why an agent fails), never a credential of it.
+func TestRefusedRequestsLogged(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := startHoneLog(t, NewMemRecorder(), func(o *Options) { o.ClientKeys = []string{"sk-right-key-0123456789"} }, log, newStub(t))
+	secret := "sk-wrong-key-abcdefghijklmnop"
+	post(t, h.url, "/v1/chat/completions", []byte(`{"model":`), map[string]string{"Authorization": "Bearer " + secret})
+	post(t, h.url, "/v1/chat/completions", []byte(`{"model":`), map[string]string{"Authorization": "Bearer sk-right-key-0123456789"})
+	out := logs.take()
+	if !strings.Contains(out, "request answered with an error") || !strings.Contains(out, "status=401") ||
+		!strings.Contains(out, "status=400") || !strings.Contains(out, "code=invalid_json") {
+		t.Fatalf("log %q, want the 401 and the 400", out)
+	}
+	assertNoSecret(t, out, secret)
+	assertNoSecret(t, out, "sk-right-key-0123456789")
+}

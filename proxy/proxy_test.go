@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,12 @@ func startHone(t *testing.T, mutate func(*Options), engines ...*stubEngine) *tes
 // startHoneWith is startHone with another recorder (the capture store).
 func startHoneWith(t *testing.T, rec Recorder, mutate func(*Options), engines ...*stubEngine) *testHone {
 	t.Helper()
+	return startHoneLog(t, rec, mutate, nil, engines...)
+}
+
+// startHoneLog is startHoneWith logging to log (nil: slog's default).
+func startHoneLog(t *testing.T, rec Recorder, mutate func(*Options), log *slog.Logger, engines ...*stubEngine) *testHone {
+	t.Helper()
 	o := DefaultOptions()
 	for _, e := range engines {
 		o.Upstream.Engines = append(o.Upstream.Engines, EngineOptions{URL: e.url()})
@@ -47,7 +54,7 @@ func startHoneWith(t *testing.T, rec Recorder, mutate func(*Options), engines ..
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(o, rec, reg, nil)
+	s, err := New(o, rec, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,11 +309,24 @@ func surfaceOf(ctx *fasthttp.RequestCtx) surface {
 func (s *Server) failAPI(ctx *fasthttp.RequestCtx, api surface, e *apiError) {
 	api.writeError(ctx, e)
 	s.m.requests.WithLabelValues(api.label(), strconv.Itoa(e.status)).Inc()
+	s.logRefused(ctx, api.label(), e)
 }
 
 func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 	writeError(ctx, e)
 	s.m.requests.WithLabelValues(route, strconv.Itoa(e.status)).Inc()
+	s.logRefused(ctx, route, e)
+}
+
+// logRefused logs, at debug level (log.level: debug), a request hone
+// answered with an error of its own, so that an operator can see why an
+// agent fails. The message quotes at most a clipped id of the request,
+// never a credential.
+func (s *Server) logRefused(ctx *fasthttp.RequestCtx, route string, e *apiError) {
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("request answered with an error", "route", route, "path", clip(string(ctx.Path())),
+			"status", e.status, "code", e.code, "message", e.msg)
+	}
 }
 
 // handleCall proxies one chat or completions call, capturing it when the
