@@ -15,8 +15,9 @@ import (
 
 // Conversations keeps the OpenAI Responses API conversations the proxy
 // continues for previous_response_id (one per response id: the chat
-// messages up to and including that response, as JSON), in the trace
-// store, so that they survive a restart of hone. It is the proxy's
+// messages up to and including that response, as JSON), and the output
+// items an item_reference names (one per item id: the item as the agent
+// got it), in the trace store, so that they survive a restart of hone. It is the proxy's
 // ConversationStore; Store.Conversations makes it.
 //
 // A conversation belongs to the owner (client key id) that made it: another

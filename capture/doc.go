@@ -28,9 +28,11 @@
 // trie leaf, each with the next ready-queue cursor, written atomically with
 // the state change so nothing is queued twice. Acknowledged experiences make
 // the session consumed. A committed session without reward after
-// Reward.Deadline gets Reward.Default, or is dropped when that is nil;
-// one whose experiences then fail to build is dropped on its own
-// (closed_by gets ",build-failed"), holding back no other.
+// Reward.Deadline gets Reward.Default, or is dropped when that is nil.
+// A session whose experiences cannot be built when the janitor, the
+// deadline or a Trinity /commit closes it (a call that no longer decodes)
+// is dropped on its own (closed_by gets ",build-failed"), holding back no
+// other (Store.alone).
 //
 // No call leaves its trajectory silently. A call for a session that is
 //

@@ -95,8 +95,9 @@ const vlogGCInterval = 10 * time.Minute
 // one pass closes (header-less one-call sessions at a few hundred calls
 // per second) keeps up instead of falling further behind every second.
 func (s *Store) Sweep(ctx context.Context, now time.Time) error {
+	var errs []error // one kind of work failing holds back none of the others
 	for _, pass := range []func(time.Time) (int, error){s.closeIdle, s.applyDeadline} {
-		err := s.passes(ctx, func() (int, error) {
+		errs = append(errs, s.passes(ctx, func() (int, error) {
 			// the count comes back by channel: do may return (ctx done)
 			// while the pass still runs on the writer
 			done := make(chan int, 1)
@@ -104,20 +105,17 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) error {
 				return 0, err
 			}
 			return <-done, nil
-		})
-		if err != nil {
-			return err
-		}
+		}))
 	}
 	if s.opts.Retention.MaxBytes > 0 {
 		// one pass a sweep: Badger refreshes the sizes once a minute, so
 		// more passes would evict on a figure that does not see them
 		if lsm, vlog := s.db.Size(); lsm+vlog > s.opts.Retention.MaxBytes {
 			_, err := s.Evict(ctx, maxPerPass)
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // sweepBudget bounds the time one sweep spends on one kind of work.
@@ -156,20 +154,24 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	closeOne := func(t *tx, id string) (bool, error) {
+		rec, err := t.session(id)
+		if err != nil || rec == nil {
+			return false, err
+		}
+		return true, t.closeAndReady(rec, by)
+	}
 	err := s.update(true, func(t *tx) error {
 		for _, id := range ids {
-			rec, err := t.session(id)
-			if err != nil {
+			if _, err := closeOne(t, id); err != nil {
 				return err
-			}
-			if rec != nil {
-				if err := t.closeAndReady(rec, by); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		_, err = s.alone(ids, by, closeOne)
+	}
 	if err == nil {
 		s.w.open.drop(ids, cutoff)
 		if by == "capacity" {
@@ -219,7 +221,7 @@ func (s *Store) applyDeadline(now time.Time) (int, error) {
 		return s.deadlineOf(t, ids)
 	})
 	if err != nil {
-		err = s.deadlineAlone(ids, err)
+		_, err = s.alone(ids, "deadline", func(t *tx, id string) (bool, error) { return true, s.deadlineOf(t, []string{id}) })
 	}
 	if err != nil {
 		return len(ids), err // the same sessions again next pass
@@ -254,33 +256,49 @@ func (s *Store) deadlineOf(t *tx, ids []string) error {
 	return nil
 }
 
-// deadlineAlone runs the deadline of each session in a transaction of its
-// own after the pass's one failed with cause, so that a session whose
-// experiences cannot be built (a call that no longer decodes) holds back
-// none of the sessions after it: it is dropped (closed_by gets
-// ",build-failed") and logged. It returns an error, leaving the cursor
-// where it was, only when the store cannot even record that.
-func (s *Store) deadlineAlone(ids []string, cause error) error {
+// errUnbuildable marks a session whose experiences cannot be built from
+// what is stored (a call that no longer decodes, an experience that cannot
+// be encoded): trying again changes nothing.
+var errUnbuildable = errors.New("experiences cannot be built")
+
+// alone runs fn for each session of ids in a transaction of its own (after
+// one transaction for all of them failed), so that a session whose
+// experiences cannot be built (errUnbuildable, or too big for a Badger
+// transaction) holds back none of the others: it is dropped (closed_by
+// gets by and ",build-failed") and logged. Any other failure, which the
+// next pass may not meet, stops it and is returned. It returns the ids for
+// which fn reported a change, and syncs once, at the end.
+func (s *Store) alone(ids []string, by string, fn func(t *tx, id string) (bool, error)) ([]string, error) {
+	var changed []string
 	for _, id := range ids {
-		err := s.update(true, func(t *tx) error { return s.deadlineOf(t, []string{id}) })
+		did := false
+		err := s.update(false, func(t *tx) (err error) { did, err = fn(t, id); return err })
 		if err == nil {
+			if did {
+				changed = append(changed, id)
+			}
 			continue
 		}
-		s.m.writeErrors.Inc()
-		s.log.Error("session dropped: the reward deadline could not build it", "session", id, "err", err)
-		err = s.update(true, func(t *tx) error {
+		if !errors.Is(err, errUnbuildable) && !errors.Is(err, badger.ErrTxnTooBig) {
+			return changed, err
+		}
+		s.log.Error("session dropped: its experiences cannot be built", "session", id, "closing", by, "err", err)
+		err = s.update(false, func(t *tx) error {
 			rec, err := t.session(id)
-			if err != nil || rec == nil || rec.State != StateCommitted || rec.rewarded() {
+			if err != nil || rec == nil || rec.State == StateDropped || rec.State == StateConsumed {
 				return err
+			}
+			if rec.Closed == "" {
+				rec.Closed = by
 			}
 			rec.Closed += ",build-failed"
 			return t.setState(rec, StateDropped)
 		})
 		if err != nil {
-			return fmt.Errorf("%w (and dropping session %s: %w)", cause, id, err)
+			return changed, fmt.Errorf("drop session %s: %w", id, err)
 		}
 	}
-	return nil
+	return changed, s.db.Sync()
 }
 
 // dueCommitted returns up to maxPerPass sessions of the committed state

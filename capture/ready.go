@@ -88,7 +88,7 @@ func (t *tx) tryReady(rec *Session) error {
 		exps[i].Replaces = old
 		b, err := encodeExperience(&exps[i])
 		if err != nil {
-			return fmt.Errorf("session %s: %w", rec.ID, err)
+			return fmt.Errorf("session %s: %w: %w", rec.ID, errUnbuildable, err)
 		}
 		if err := t.w.SetEntry(badger.NewEntry(readyKey(cursor), b)); err != nil {
 			return fmt.Errorf("write experience of %s: %w", rec.ID, err)
@@ -129,7 +129,7 @@ func (t *tx) sessionCalls(txn *badger.Txn, id string) ([]*Call, error) {
 		}
 		c, err := decodeCall(b)
 		if err != nil {
-			return nil, fmt.Errorf("call %s: %w", cid, err)
+			return nil, fmt.Errorf("call %s: %w: %w", cid, errUnbuildable, err)
 		}
 		calls = append(calls, c)
 	}

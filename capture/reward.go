@@ -312,66 +312,69 @@ func (t *tx) indexEntries(m string, fn func(sid, cid string) error) error {
 
 // commitChunk is how many sessions a Trinity /commit closes per
 // transaction: each builds its experiences, and one transaction for
-// thousands would pass Badger's size limit and never commit (a chunk that
-// does is retried a session at a time).
+// thousands of them could pass Badger's size limit.
 const commitChunk = 64
 
 // TrinityCommit commits every open session that has a reward and returns
 // their ids; with an owner in ctx only that owner's sessions (the others'
-// are not even read). Durable: each chunk of commitChunk sessions is synced
-// before the next; an error leaves the chunks before it committed.
+// are not even read). Durable: chunks of commitChunk sessions, each synced
+// before the next; a chunk that fails goes a session at a time, and a
+// session whose experiences cannot be built is dropped (Store.alone). An
+// error leaves the chunks before it committed.
 func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 	owner, restricted := ownerFrom(ctx)
-	var done []string
+	// the ids come back by channel: do may return (ctx done) while the
+	// commit still runs on the writer
+	out := make(chan []string, 1)
 	err := s.do(ctx, func() error {
-		done = nil
-		var ids []string
+		var ids, done []string
 		for id, o := range s.w.rewardedOpen {
 			if !restricted || o == owner {
 				ids = append(ids, id)
 			}
 		}
-		commit := func(chunk []string) error {
+		commitOne := func(t *tx, id string) (bool, error) {
+			rec, err := t.session(id)
+			if err != nil || rec == nil || rec.State != StateOpen || !rec.rewarded() || restricted && rec.Owner != owner {
+				return false, err
+			}
+			return true, t.closeAndReady(rec, "trinity")
+		}
+		var err error
+		for len(ids) > 0 && err == nil {
+			chunk := ids[:min(commitChunk, len(ids))]
+			ids = ids[len(chunk):]
 			var closed []string
-			err := s.update(true, func(t *tx) error {
+			err = s.update(true, func(t *tx) error {
+				closed = closed[:0]
 				for _, id := range chunk {
-					rec, err := t.session(id)
+					did, err := commitOne(t, id)
 					if err != nil {
 						return err
 					}
-					if rec == nil || rec.State != StateOpen || !rec.rewarded() || restricted && rec.Owner != owner {
-						continue
+					if did {
+						closed = append(closed, id)
 					}
-					if err := t.closeAndReady(rec, "trinity"); err != nil {
-						return err
-					}
-					closed = append(closed, id)
 				}
 				return nil
 			})
-			if err == nil {
-				done = append(done, closed...)
-			}
-			return err
-		}
-		for len(ids) > 0 {
-			chunk := ids[:min(commitChunk, len(ids))]
-			ids = ids[len(chunk):]
-			err := commit(chunk)
-			if errors.Is(err, badger.ErrTxnTooBig) { // long trajectories: one session a transaction
-				for _, id := range chunk {
-					if err = commit([]string{id}); err != nil {
-						break
-					}
-				}
-			}
 			if err != nil {
-				return err
+				closed, err = s.alone(chunk, "trinity", commitOne)
 			}
+			done = append(done, closed...)
 		}
-		return nil
+		out <- done
+		return err
 	})
-	return done, err
+	if err != nil {
+		select {
+		case done := <-out:
+			return done, err
+		default:
+			return nil, err
+		}
+	}
+	return <-out, nil
 }
 
 // GetSession returns a session record and its calls in order.

@@ -874,3 +874,44 @@ func TestSessionCreatedAtFirstCall(t *testing.T) {
 		t.Fatalf("created %s, last call %s; want created at the call's start %s", rec.Created, rec.LastCall, c.Start)
 	}
 }
+
+// An idle session with a reward whose experiences cannot be built is
+// dropped on its own: the sessions closed in the same pass are not held
+// back, nor is every later sweep.
+func TestIdleCloseBuildFailure(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions()
+	o.Session.IdleTimeout = time.Minute
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	prompts, replies := toolSession()
+	for i := range 3 {
+		c := v.makeCall(fmt.Sprintf("idle-call-%d", i), fmt.Sprintf("idle-%d", i), prompts[0], replies[0], 1)
+		c.Hone.Reward = ptr(1)
+		s.Record(c)
+	}
+	s.syncQueue(t)
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey("idle-call-1"), []byte("\xffnot a call")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second sweep finds nothing left to do
+		if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []State{StateReady, StateDropped, StateReady} {
+		var rec *Session
+		err := s.db.View(func(txn *badger.Txn) (err error) {
+			rec, err = decodeSessionFrom(txn, fmt.Sprintf("idle-%d", i))
+			return err
+		})
+		if err != nil || rec == nil {
+			t.Fatalf("session idle-%d: %v", i, err)
+		}
+		if rec.State != want || (want == StateDropped && rec.Closed != "idle,build-failed") {
+			t.Fatalf("session idle-%d: %s (closed by %q) after its idle timeout, want %s", i, rec.State, rec.Closed, want)
+		}
+	}
+}

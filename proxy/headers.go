@@ -74,7 +74,10 @@ const requestIDHeader = "X-Request-Id"
 // has no business seeing: a key hone checked is not passed on).
 func upstreamDrops(o *Options) []string {
 	// Origin: CORS is hone's (cors.go); an engine's own answer to it is dropped
-	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding", "Origin"), o.Headers.requestNames()...)
+	// Sec-Fetch-*: a browser's view of its request to hone, which a keyless
+	// engine's same-site guard would read as the page's request to it
+	names := append(append(append([]string(nil), hopHeaders...), "Accept-Encoding", "Origin", "Sec-Fetch-Site",
+		"Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"), o.Headers.requestNames()...)
 	if o.Upstream.APIKey != "" || len(o.ClientKeys) > 0 {
 		names = append(names, credentialHeaders...)
 	}
@@ -229,18 +232,23 @@ func (n *HeaderNames) requestNames() []string {
 func clientKeys(h *fasthttp.RequestHeader) []string {
 	var keys []string
 	for k, v := range h.All() {
-		var key []byte
-		switch {
-		case foldEq(k, "Authorization"):
-			if len(v) > 7 && foldEq(v[:7], "Bearer ") {
-				key = bytes.TrimSpace(v[7:])
-			}
-		case foldEq(k, "X-Api-Key"), foldEq(k, "Api-Key"):
-			key = bytes.TrimSpace(v)
-		}
-		if len(key) > 0 {
+		if key := presentedKey(k, v); len(key) > 0 {
 			keys = append(keys, string(key))
 		}
 	}
 	return keys
+}
+
+// presentedKey is the API key header k: v presents (nil for another
+// header): a view of v.
+func presentedKey(k, v []byte) []byte {
+	switch {
+	case foldEq(k, "Authorization"):
+		if len(v) > 7 && foldEq(v[:7], "Bearer ") {
+			return bytes.TrimSpace(v[7:])
+		}
+	case foldEq(k, "X-Api-Key"), foldEq(k, "Api-Key"):
+		return bytes.TrimSpace(v)
+	}
+	return nil
 }

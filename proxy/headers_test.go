@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 )
 
 // spellings of a header name as clients send them: canonical (Go, Python),
@@ -196,7 +197,7 @@ func TestHopHeadersNeverReachEngine(t *testing.T) {
 	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
 	h := startHone(t, nil, stub)
 	hop := map[string]string{"Keep-Alive": "timeout=5", "Proxy-Connection": "keep-alive", "Te": "trailers",
-		"Trailer": "X-Checksum", "Upgrade": "h2c", "Accept-Encoding": "gzip"}
+		"Trailer": "X-Checksum", "Upgrade": "h2c", "Accept-Encoding": "gzip", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
 	for form := range spellings("x") {
 		hdr := map[string]string{spellings("X-Custom")[form]: "kept"}
 		for name, v := range hop {
@@ -224,5 +225,20 @@ func TestHopHeadersNeverReachEngine(t *testing.T) {
 	}
 	if _, up := stub.lastRequest(); up["X-Hop-Only"] != "" || up["X-Custom"] != "kept" {
 		t.Errorf("a header Connection names reached the engine (or the agent's own did not): %v", up)
+	}
+}
+
+// An empty credential header presents no key.
+func TestEmptyKeyPresentsNone(t *testing.T) {
+	var h fasthttp.RequestHeader
+	for k, v := range map[string]string{"X-Api-Key": "", "Authorization": "Bearer  ", "Api-Key": " "} {
+		h.Set(k, v)
+	}
+	if keys := clientKeys(&h); len(keys) != 0 {
+		t.Fatalf("empty credential headers present keys %q", keys)
+	}
+	h.Set("X-Api-Key", " k ")
+	if keys := clientKeys(&h); len(keys) != 1 || keys[0] != "k" {
+		t.Fatalf("X-Api-Key: \" k \" presents %q, want [k]", keys)
 	}
 }

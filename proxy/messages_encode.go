@@ -56,11 +56,11 @@ func newMessagesEncoder(model string) *messagesEncoder {
 	return &messagesEncoder{model: model, id: newID("msg_"), tools: map[int]*anthBlock{}}
 }
 
-// body re-encodes a whole chat completion as a Message, or an engine error
-// as an Anthropic error.
 // named makes the message id from the call's: msg_<call id>.
 func (e *messagesEncoder) named(callID string) string { e.id = "msg_" + callID; return e.id }
 
+// body re-encodes a whole chat completion as a Message, or an engine error
+// as an Anthropic error.
 func (e *messagesEncoder) body(chat []byte, status int) []byte {
 	if status >= 400 {
 		return appendAnthropicError(nil, status, engineErrorMessage(chat, status))

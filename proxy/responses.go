@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 
 	"github.com/google/uuid"
@@ -74,7 +75,10 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 		return nil, err
 	}
 	b := &chatBuilder{calls: map[string]bool{}, skipped: map[string]int{}, ts: tools,
-		ref: func(id string) ([]byte, bool) { return s.responses.get(owner, id) }}
+		ref: func(id string) ([]byte, bool) { return s.responses.get(owner, id) }, refRoom: s.opts.MaxBodyBytes}
+	if b.refRoom <= 0 {
+		b.refRoom = math.MaxInt
+	}
 	if prev := req.Get("previous_response_id"); prev.Exists() && prev.Type != gjson.Null {
 		id := prev.String()
 		conv, ok := s.responses.get(owner, id)
@@ -242,6 +246,11 @@ type chatBuilder struct {
 	// ref returns the output item an item_reference names, as hone sent it
 	// (the agent's own earlier responses, kept with their conversations)
 	ref func(id string) ([]byte, bool)
+	// refs are the items referenced so far; refRoom the bytes their items
+	// may still add (proxy.max_body_bytes in all: a few bytes of reference
+	// stand for a whole answer)
+	refs    map[string]bool
+	refRoom int
 }
 
 // addConversation starts from a stored conversation (chat messages).
@@ -359,8 +368,19 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 // An item hone does not keep (another owner's, expired, or of a response
 // made with store false) is answered as OpenAI answers it.
 func (b *chatBuilder) addReference(id string) *apiError {
+	if b.refs[id] {
+		return badResponses("input", "Duplicate item found with id "+clip(id)+".")
+	}
+	if b.refs == nil {
+		b.refs = map[string]bool{}
+	}
+	b.refs[id] = true
 	var item gjson.Result
 	if raw, ok := b.ref(id); ok && id != "" {
+		if b.refRoom -= len(raw); b.refRoom < 0 {
+			return &apiError{413, "invalid_request_error", "request_too_large",
+				"the items input references exceed the size limit (proxy.max_body_bytes)", "input"}
+		}
 		item = gjson.ParseBytes(raw)
 	}
 	if !item.IsObject() || item.Get("type").String() == "item_reference" {

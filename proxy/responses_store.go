@@ -15,7 +15,9 @@ import (
 // up to and including that response (chat messages as JSON, without the
 // request's instructions, which a follow-up does not inherit), so a request
 // naming previous_response_id continues it against an engine that keeps no
-// state. Conversations are scoped by owner (the client key's id, "" without
+// state; the Responses surface keeps each output item under its item id the
+// same way (its JSON as the agent got it), for the item_reference input
+// items that name it. Conversations are scoped by owner (the client key's id, "" without
 // client keys): another client's response id is unknown to it, as OpenAI
 // answers it (404 previous_response_not_found).
 //

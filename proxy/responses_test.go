@@ -260,6 +260,19 @@ func TestResponsesItemReference(t *testing.T) {
 			t.Errorf("%s: %v, want a 404 naming %s", name, err, c.param)
 		}
 	}
+	// an item named twice is refused, as OpenAI refuses it, and the items
+	// references stand for are bounded in bytes by max_body_bytes
+	twice := `{"model":"m","input":[` + refs[0] + `,` + refs[0] + `]}`
+	if _, err := messages("alice", twice); err == nil || err.status != 400 || !strings.Contains(err.msg, "Duplicate item") {
+		t.Fatalf("an item referenced twice: %v, want 400", err)
+	}
+	room := s.opts.MaxBodyBytes
+	s.opts.MaxBodyBytes = 10
+	_, err = messages("alice", byRef)
+	s.opts.MaxBodyBytes = room
+	if err == nil || err.status != 413 {
+		t.Fatalf("references to more bytes than max_body_bytes: %v, want 413", err)
+	}
 	// store false keeps neither the conversation nor its items
 	tr, _ = responsesSurface{}.translate(s, "alice", []byte(`{"model":"m","store":false,"input":"hi"}`))
 	plain, _ := os.ReadFile(fixture(t, "chat", "upstream.json"))

@@ -63,6 +63,10 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
+	if len(opts.ClientKeys) > 0 && opts.Upstream.APIKey == "" {
+		log.Warn("proxy.client_keys are hone's: no agent's key reaches an engine, and engine.api_key is empty, " +
+			"so engines get no credential; set engine.api_key if they want one")
+	}
 	s := &Server{opts: opts, rec: rec, aliases: NewAliases(opts.Aliases), pool: p, m: newMetrics(reg), log: log,
 		keys: map[string]bool{}, forward: newRoutes(opts.InferenceRoutes), tokenizing: make(chan struct{}, maxTokenizing),
 		responses: newConversations(opts.Responses.Max, opts.Responses.TTL)}
@@ -248,8 +252,6 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	r.handle(s, ctx)
 }
 
-// clientKey returns the one of proxy.client_keys the agent presented, in
-// any of the credential headers agents' SDKs use.
 // keylessBodyBytes is the most body fasthttp reads for a request without
 // a valid client key (headerReceived).
 const keylessBodyBytes = 64 << 10
@@ -259,30 +261,31 @@ const keylessBodyBytes = 64 << 10
 // without a valid one is refused (401), so it may bring at most
 // keylessBodyBytes, not proxy.max_body_bytes; otherwise anyone who reaches
 // the port could make hone reserve 32 MiB per connection with a head
-// alone. The data-plane feedback routes (which loopback mode serves
-// without a key) keep the configured limit.
+// alone.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if s.keyless(h) {
-		if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); s.mounted[string(path)] == nil {
-			return fasthttp.RequestConfig{MaxRequestBodySize: keylessBodyBytes}
-		}
+		return fasthttp.RequestConfig{MaxRequestBodySize: keylessBodyBytes}
 	}
 	return fasthttp.RequestConfig{}
 }
 
-// keyless reports whether hone has client keys and h presents none of them.
+// keyless reports whether hone has client keys and h presents none of them
+// (every route wants one then, the data-plane feedback routes included).
+// It allocates nothing.
 func (s *Server) keyless(h *fasthttp.RequestHeader) bool {
 	if len(s.keys) == 0 {
 		return false
 	}
-	for _, k := range clientKeys(h) {
-		if s.keys[k] {
+	for k, v := range h.All() {
+		if key := presentedKey(k, v); len(key) > 0 && s.keys[string(key)] {
 			return false
 		}
 	}
 	return true
 }
 
+// clientKey returns the one of proxy.client_keys the agent presented, in
+// any of the credential headers agents' SDKs use.
 func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
 	for _, k := range clientKeys(&ctx.Request.Header) {
 		if s.keys[k] {
@@ -324,8 +327,8 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 // never a credential.
 func (s *Server) logRefused(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("request answered with an error", "route", route, "path", clip(string(ctx.Path())),
-			"status", e.status, "code", e.code, "message", e.msg)
+		s.log.Debug("request answered with an error", "route", route, "status", e.status, "code", e.code,
+			"message", e.msg) // not the path, which may hold anything
 	}
 }
 

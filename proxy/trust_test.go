@@ -191,12 +191,14 @@ func TestClientKeysConfig(t *testing.T) {
 // (and waits for) the body; a keyed request keeps proxy.max_body_bytes.
 func TestKeylessBodyBounded(t *testing.T) {
 	h, _ := startTrustHone(t, capture.DefaultOptions())
-	for _, auth := range []string{"", "Authorization: Bearer sk-wrong\r\n", "X-Api-Key: \r\n"} {
-		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-			"Content-Type: application/json\r\nContent-Length: 33554432\r\n\r\n{"
-		out, took := rawExchange(t, h.url, []byte(head), 3*time.Second)
-		if !bytes.HasPrefix(out, []byte("HTTP/1.1 401")) || took > 2*time.Second {
-			t.Fatalf("%q and a 32 MiB Content-Length: %.120q after %s, want 401 at once", auth, out, took)
+	for _, path := range []string{"/v1/chat/completions", "/feedback"} { // the data-plane feedback routes too
+		for _, auth := range []string{"", "Authorization: Bearer sk-wrong\r\n", "X-Api-Key: \r\n"} {
+			head := "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+				"Content-Type: application/json\r\nContent-Length: 33554432\r\n\r\n{"
+			out, took := rawExchange(t, h.url, []byte(head), 3*time.Second)
+			if !bytes.HasPrefix(out, []byte("HTTP/1.1 401")) || took > 2*time.Second {
+				t.Fatalf("%s, %q and a 32 MiB Content-Length: %.120q after %s, want 401 at once", path, auth, out, took)
+			}
 		}
 	}
 	big := chatReqPadded(t, 1<<20)

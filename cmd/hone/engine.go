@@ -32,7 +32,7 @@ func runEngine(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.ReasoningParser, "reasoning-parser", opts.ReasoningParser, `reasoning parser: "qwen3" or "none"`)
 	fs.StringVar(&opts.ReasoningField, "reasoning-field", opts.ReasoningField, "reasoning | reasoning_content | both")
 	fs.StringVar(&opts.ToolCallParser, "tool-call-parser", opts.ToolCallParser, `tool call parser: "hermes" or "none"`)
-	fs.StringVar(&opts.APIKey, "api-key", os.Getenv("HONE_ENGINE_API_KEY"),
+	fs.StringVar(&opts.APIKey, "api-key", "",
 		"key every request must send as \"Authorization: Bearer KEY\" (as vLLM's --api-key; env HONE_ENGINE_API_KEY); "+
 			"hone sends it with engine.api_key")
 	if err := fs.parse(args); err != nil {
@@ -40,6 +40,9 @@ func runEngine(ctx context.Context, args []string) error {
 	}
 	if opts.ModelDir == "" {
 		return usagef("--model is required (usage: hone %s)", fs.synopsis)
+	}
+	if opts.APIKey == "" { // read after parsing, so that --help never prints it
+		opts.APIKey = os.Getenv("HONE_ENGINE_API_KEY")
 	}
 	if opts.APIKey == "" && !proxy.LoopbackAddr(*listen) {
 		return usagef("--listen %s is not a loopback address and there is no --api-key: anyone who reaches it could "+
@@ -56,7 +59,7 @@ func runEngine(ctx context.Context, args []string) error {
 	if opts.APIKey == "" { // on loopback: no web page in a browser on the machine may drive it
 		h = proxy.SameSiteOnly(h)
 	}
-	srv := newHTTPServer(h)
+	srv := newHTTPServer(h, 0)
 	srv.Addr = *listen
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

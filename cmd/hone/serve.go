@@ -116,7 +116,7 @@ func serveUntilDone(ctx context.Context, c *config.Config, srv *proxy.Server, ct
 		ln.Close()
 		return fmt.Errorf("control plane: %w", err)
 	}
-	ctlSrv := newHTTPServer(ctl)
+	ctlSrv := newHTTPServer(ctl, 0)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() { errc <- ctlSrv.Serve(cln) }()
@@ -200,8 +200,8 @@ func startEmbedded(ctx context.Context, c *config.Config, log *slog.Logger) (*em
 		be.Close()
 		return nil, fmt.Errorf("embedded engine: %w", err)
 	}
-	srv := newHTTPServer(e.Handler())
-	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
+	srv := newHTTPServer(e.Handler(), c.Proxy.MaxHeaderBytes) // takes every head hone forwards
+	go srv.Serve(ln)                                          //nolint:errcheck // ends with Shutdown
 	c.Proxy.Upstream.Engines = []proxy.EngineOptions{{URL: "http://" + ln.Addr().String(), Kind: "embedded"}}
 	c.Embedded = opts
 	log.Info("embedded engine", "model", dir, "served_model_name", e.ModelName(), "addr", ln.Addr().String())
@@ -295,7 +295,8 @@ func closeLogged(log *slog.Logger, what string, fn func() error) {
 // No ReadTimeout: net/http keeps it as the read deadline of the whole
 // exchange, and its expiry cancels the request's context, which would end
 // a long experience read or an engine stream.
-func newHTTPServer(h http.Handler) *http.Server {
+// maxHeader raises the head's bound above 64 KiB (0: 64 KiB).
+func newHTTPServer(h http.Handler, maxHeader int) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10}
+		MaxHeaderBytes: max(64<<10, maxHeader)}
 }

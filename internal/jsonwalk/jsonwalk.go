@@ -209,6 +209,7 @@ func (w *Walker) Value() (raw string, at int) {
 	switch c {
 	case '{', '[':
 		if w.depth++; w.depth > MaxDepth {
+			w.depth--
 			w.fail()
 			break
 		}
