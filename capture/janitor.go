@@ -242,6 +242,7 @@ func (s *Store) deadlineOf(t *tx, ids []string) error {
 		if rec == nil || rec.State != StateCommitted || rec.rewarded() {
 			continue
 		}
+		t.touch(rec) // changed from here on: the cache forgets it if the unit fails
 		if def == nil {
 			rec.Closed += ",no-reward"
 			err = t.setState(rec, StateDropped)

@@ -22,6 +22,7 @@ func (t *tx) close(rec *Session, by string) error {
 	if rec.State != StateOpen {
 		return nil
 	}
+	t.touch(rec)
 	rec.Closed = by
 	return t.setState(rec, StateCommitted)
 }
@@ -55,6 +56,7 @@ func (t *tx) tryReady(rec *Session) error {
 	if rec.State != StateCommitted || !rec.rewarded() {
 		return nil
 	}
+	t.touch(rec) // changed from here on
 	exps, missing, err := t.buildExperiences(rec)
 	if err != nil {
 		return err

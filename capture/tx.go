@@ -23,7 +23,6 @@ type tx struct {
 	txn      *badger.Txn                    // read view
 	read     func(k []byte) ([]byte, error) // nil value and nil error when absent
 	touched  map[string]*Session
-	seen     []string // sessions read through the cache: a failed unit may have changed them
 	after    []func()
 	now      time.Time
 	cursor   *uint64             // ready-queue cursor as advanced by this unit, once used
@@ -172,7 +171,6 @@ func (t *tx) session(id string) (*Session, error) {
 		return rec, nil
 	}
 	if rec, ok := t.s.w.cache.Get(id); ok {
-		t.seen = append(t.seen, id)
 		return rec, nil
 	}
 	b, err := t.read(sessionKey(id))
@@ -185,7 +183,6 @@ func (t *tx) session(id string) (*Session, error) {
 	}
 	t.reconcile(rec)
 	t.s.w.cache.Add(id, rec)
-	t.seen = append(t.seen, id)
 	return rec, nil
 }
 
@@ -281,6 +278,7 @@ func (t *tx) touch(rec *Session) { t.touched[rec.ID] = rec }
 
 // setState moves a session to st, keeping the state index in step.
 func (t *tx) setState(rec *Session, st State) error {
+	t.touch(rec)
 	old, oldSince := rec.State, rec.Since
 	if old != "" {
 		if err := t.w.Delete(stateKey(old, oldSince.UnixNano(), rec.ID)); err != nil {
@@ -321,14 +319,12 @@ func (t *tx) committed() {
 	}
 }
 
-// failed forgets the cached records the failed unit may have modified:
-// every one it read, since a change may come before the touch that marks
-// it for writing.
+// failed forgets the cached records the failed unit modified: every
+// change to a record is preceded by its touch, so the cache never keeps a
+// change that was not written. (Records it only read stay: the cache may
+// hold their latest version while the write batch that has it commits.)
 func (t *tx) failed(err error) {
 	for id := range t.touched {
-		t.s.w.cache.Remove(id)
-	}
-	for _, id := range t.seen {
 		t.s.w.cache.Remove(id)
 	}
 	if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {

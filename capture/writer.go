@@ -546,6 +546,7 @@ func (s *Store) countForeign(t *tx, source string, reward, commit bool) {
 // noteCall folds a call into its session record: sequence number, counts,
 // task, tags, and its header reward and commit.
 func (s *Store) noteCall(t *tx, rec *Session, c *Call) error {
+	t.touch(rec)
 	c.Seq = rec.NextSeq
 	rec.NextSeq++
 	rec.Calls++
