@@ -323,12 +323,12 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 
 // logRefused logs, at debug level (log.level: debug), a request hone
 // answered with an error of its own, so that an operator can see why an
-// agent fails. The message quotes at most a clipped id of the request,
-// never a credential.
+// agent fails: the route, status and error code, none of the request's
+// bytes (an error's message may quote a header or the path, which may
+// hold anything; FuzzRedactHead).
 func (s *Server) logRefused(ctx *fasthttp.RequestCtx, route string, e *apiError) {
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("request answered with an error", "route", route, "status", e.status, "code", e.code,
-			"message", e.msg) // not the path, which may hold anything
+		s.log.Debug("request answered with an error", "route", route, "status", e.status, "code", e.code)
 	}
 }
 
