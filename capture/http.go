@@ -373,8 +373,8 @@ type sessionItem struct {
 // handleSessions lists sessions, as hone traces ls does (which cannot open
 // the store while hone runs): ?state= (one, or several comma-separated;
 // oldest in state first), ?task=, ?since= and ?until= on the creation time
-// (RFC 3339, or a duration ago like 24h), ?limit= (default 100, at most
-// 10000). has_more says whether more matched.
+// (ParseTimeAgo), ?limit= (default 100, at most 10000). has_more says
+// whether more matched.
 func (s *Store) handleSessions(w http.ResponseWriter, r *http.Request) {
 	f, limit, err := sessionsFilter(r)
 	if err != nil {
@@ -406,6 +406,21 @@ func (s *Store) handleSessions(w http.ResponseWriter, r *http.Request) {
 
 var errListFull = errors.New("list full")
 
+// ParseTimeAgo reads a time as hone traces and GET /v1/sessions take it: a
+// duration before now (24h), RFC 3339, "2006-01-02 15:04:05" or
+// "2006-01-02" (local time).
+func ParseTimeAgo(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, time.DateTime, time.DateOnly} {
+		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("time %q: want RFC3339, 2006-01-02 or a duration like 24h", truncate(v, 40))
+}
+
 func sessionsFilter(r *http.Request) (ExportFilter, int, error) {
 	q := r.URL.Query()
 	var f ExportFilter
@@ -428,10 +443,9 @@ func sessionsFilter(r *http.Request) (ExportFilter, int, error) {
 		if v == "" {
 			continue
 		}
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			*t = time.Now().Add(-d)
-		} else if *t, err = time.Parse(time.RFC3339, v); err != nil {
-			return f, 0, fmt.Errorf("%s %q: want RFC 3339 or a duration ago (24h): %w", name, truncate(v, 40), ErrInvalid)
+		var err error
+		if *t, err = ParseTimeAgo(v, time.Now()); err != nil {
+			return f, 0, fmt.Errorf("%s: %w: %w", name, err, ErrInvalid)
 		}
 	}
 	_, limit, err := pageParams(r)

@@ -161,17 +161,7 @@ func (s *Store) closeIdle(now time.Time) (int, error) {
 		}
 		return true, t.closeAndReady(rec, by)
 	}
-	err := s.update(true, func(t *tx) error {
-		for _, id := range ids {
-			if _, err := closeOne(t, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		_, err = s.alone(ids, by, closeOne)
-	}
+	_, err := s.together(ids, by, closeOne)
 	if err == nil {
 		s.w.open.drop(ids, cutoff)
 		if by == "capacity" {
@@ -216,12 +206,12 @@ func (s *Store) applyDeadline(now time.Time) (int, error) {
 	w.deadlineAt = now
 	var ids []string
 	var next []byte
-	err := s.update(true, func(t *tx) error {
-		ids, next = dueCommitted(t.txn, w.deadlineFrom, uint64(cut))
-		return s.deadlineOf(t, ids)
+	err := s.db.View(func(txn *badger.Txn) error {
+		ids, next = dueCommitted(txn, w.deadlineFrom, uint64(cut))
+		return nil
 	})
-	if err != nil {
-		_, err = s.alone(ids, "deadline", func(t *tx, id string) (bool, error) { return true, s.deadlineOf(t, []string{id}) })
+	if err == nil {
+		_, err = s.together(ids, "deadline", s.deadlineOne)
 	}
 	if err != nil {
 		return len(ids), err // the same sessions again next pass
@@ -230,31 +220,52 @@ func (s *Store) applyDeadline(now time.Time) (int, error) {
 	return len(ids), nil
 }
 
-// deadlineOf gives the sessions among ids still committed without a reward
-// the default reward (building their experiences) or drops them.
-func (s *Store) deadlineOf(t *tx, ids []string) error {
-	def := s.opts.Reward.Default
-	for _, id := range ids {
-		rec, err := t.session(id)
-		if err != nil {
-			return err
-		}
-		if rec == nil || rec.State != StateCommitted || rec.rewarded() {
-			continue
-		}
-		t.touch(rec) // changed from here on: the cache forgets it if the unit fails
-		if def == nil {
-			rec.Closed += ",no-reward"
-			err = t.setState(rec, StateDropped)
-		} else {
-			rec.Rewards = append(rec.Rewards, Reward{Value: *def, Source: "default", At: t.now})
-			err = t.tryReady(rec)
-		}
-		if err != nil {
-			return fmt.Errorf("reward deadline of session %s: %w", id, err)
-		}
+// deadlineOne gives session id, when still committed without a reward,
+// the default reward (building its experiences) or drops it.
+func (s *Store) deadlineOne(t *tx, id string) (bool, error) {
+	rec, err := t.session(id)
+	if err != nil || rec == nil || rec.State != StateCommitted || rec.rewarded() {
+		return false, err
 	}
-	return nil
+	t.touch(rec) // changed from here on: the cache forgets it if the unit fails
+	if def := s.opts.Reward.Default; def == nil {
+		rec.Closed += ",no-reward"
+		err = t.setState(rec, StateDropped)
+	} else {
+		rec.Rewards = append(rec.Rewards, Reward{Value: *def, Source: "default", At: t.now})
+		err = t.tryReady(rec)
+	}
+	if err != nil {
+		return false, fmt.Errorf("reward deadline of session %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// together runs fn for every session of ids in one durable transaction,
+// and when that fails, a session at a time (alone). It returns the ids for
+// which fn reported a change.
+func (s *Store) together(ids []string, by string, fn func(t *tx, id string) (bool, error)) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var changed []string
+	err := s.update(true, func(t *tx) error {
+		changed = changed[:0]
+		for _, id := range ids {
+			did, err := fn(t, id)
+			if err != nil {
+				return err
+			}
+			if did {
+				changed = append(changed, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.alone(ids, by, fn)
+	}
+	return changed, nil
 }
 
 // errUnbuildable marks a session whose experiences cannot be built from
@@ -263,7 +274,7 @@ func (s *Store) deadlineOf(t *tx, ids []string) error {
 var errUnbuildable = errors.New("experiences cannot be built")
 
 // alone runs fn for each session of ids in a transaction of its own (after
-// one transaction for all of them failed), so that a session whose
+// one transaction for all of them failed: together), so that a session whose
 // experiences cannot be built (errUnbuildable, or too big for a Badger
 // transaction) holds back none of the others: it is dropped (closed_by
 // gets by and ",build-failed") and logged. Any other failure, which the

@@ -758,20 +758,13 @@ func TestTrinityCommitBuildFailure(t *testing.T) {
 	for _, id := range []string{"t-good-1", "t-bad", "t-good-2"} {
 		calls[id] = turn(t, s, v, id, "", 0, ptr(1), false, true)
 	}
-	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey(calls["t-bad"].ID), []byte("\xffnot a call")) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	corruptCall(t, s, calls["t-bad"].ID)
 	done, err := s.TrinityCommit(ctx)
 	slices.Sort(done)
 	if err != nil || fmt.Sprint(done) != "[t-good-1 t-good-2]" {
 		t.Fatalf("trinity commit: %v %v, want the two good sessions", done, err)
 	}
-	var rec *Session
-	if err := s.db.View(func(txn *badger.Txn) (err error) { rec, err = decodeSessionFrom(txn, "t-bad"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if rec.State != StateDropped || rec.Closed != "trinity,build-failed" {
+	if rec := storedRecord(t, s, "t-bad"); rec.State != StateDropped || rec.Closed != "trinity,build-failed" {
 		t.Fatalf("the session that cannot be built: %s, closed by %q", rec.State, rec.Closed)
 	}
 }

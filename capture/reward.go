@@ -345,22 +345,7 @@ func (s *Store) TrinityCommit(ctx context.Context) ([]string, error) {
 			chunk := ids[:min(commitChunk, len(ids))]
 			ids = ids[len(chunk):]
 			var closed []string
-			err = s.update(true, func(t *tx) error {
-				closed = closed[:0]
-				for _, id := range chunk {
-					did, err := commitOne(t, id)
-					if err != nil {
-						return err
-					}
-					if did {
-						closed = append(closed, id)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				closed, err = s.alone(chunk, "trinity", commitOne)
-			}
+			closed, err = s.together(chunk, "trinity", commitOne)
 			done = append(done, closed...)
 		}
 		out <- done

@@ -823,22 +823,12 @@ func TestDeadlineBuildFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey("call-1"), []byte("\xffnot a call")) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	corruptCall(t, s, "call-1")
 	if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []State{StateReady, StateDropped, StateReady} {
-		var rec *Session
-		err := s.db.View(func(txn *badger.Txn) (err error) {
-			rec, err = decodeSessionFrom(txn, fmt.Sprintf("s%d", i))
-			return err
-		})
-		if err != nil || rec == nil {
-			t.Fatalf("session s%d: %v", i, err)
-		}
+		rec := storedRecord(t, s, fmt.Sprintf("s%d", i))
 		if rec.State != want {
 			t.Fatalf("session s%d: %s (closed by %q) after the deadline, want %s", i, rec.State, rec.Closed, want)
 		}
@@ -892,26 +882,36 @@ func TestIdleCloseBuildFailure(t *testing.T) {
 		s.Record(c)
 	}
 	s.syncQueue(t)
-	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey("idle-call-1"), []byte("\xffnot a call")) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	corruptCall(t, s, "idle-call-1")
 	for range 2 { // the second sweep finds nothing left to do
 		if err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i, want := range []State{StateReady, StateDropped, StateReady} {
-		var rec *Session
-		err := s.db.View(func(txn *badger.Txn) (err error) {
-			rec, err = decodeSessionFrom(txn, fmt.Sprintf("idle-%d", i))
-			return err
-		})
-		if err != nil || rec == nil {
-			t.Fatalf("session idle-%d: %v", i, err)
-		}
+		rec := storedRecord(t, s, fmt.Sprintf("idle-%d", i))
 		if rec.State != want || (want == StateDropped && rec.Closed != "idle,build-failed") {
 			t.Fatalf("session idle-%d: %s (closed by %q) after its idle timeout, want %s", i, rec.State, rec.Closed, want)
 		}
+	}
+}
+
+// storedRecord reads session id's record as stored, without its calls
+// (which GetSession decodes, and a test may have corrupted).
+func storedRecord(t *testing.T, s *Store, id string) *Session {
+	t.Helper()
+	var rec *Session
+	err := s.db.View(func(txn *badger.Txn) (err error) { rec, err = decodeSessionFrom(txn, id); return err })
+	if err != nil || rec == nil {
+		t.Fatalf("session %s: %v", id, err)
+	}
+	return rec
+}
+
+// corruptCall overwrites a stored call with bytes that do not decode.
+func corruptCall(t *testing.T, s *Store, callID string) {
+	t.Helper()
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(callKey(callID), []byte("\xffnot a call")) }); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -107,14 +107,11 @@ func (s *Server) browserGuard(ctx *fasthttp.RequestCtx, cors bool) bool {
 }
 
 // SameSiteOnly refuses (403) what a web page in a browser on the machine
-// could send to a plane without credentials on loopback: a cross-site
-// Origin or Sec-Fetch-Site, or a Host that is not this machine's name (DNS
-// rebinding). It guards the control plane without a token, and a
-// standalone engine without a key.
-func SameSiteOnly(next http.Handler) http.Handler { return sameSiteOnly(next) }
-
-// sameSiteOnly is the control plane's guard without a token (crossSite).
-func sameSiteOnly(next http.Handler) http.Handler {
+// could send to a plane without credentials on loopback (crossSite): a
+// cross-site Origin or Sec-Fetch-Site, or a Host that is not this
+// machine's name (DNS rebinding). It guards the control plane without a
+// token, and a standalone engine without a key.
+func SameSiteOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if why := crossSite(r.Host, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), true); why != "" {
 			httpError(w, http.StatusForbidden, why)

@@ -25,7 +25,7 @@ type ControlRoutes func(r chi.Router)
 func NewControl(s *Server, token string, g prometheus.Gatherer, mounts ...ControlRoutes) http.Handler {
 	r := chi.NewRouter()
 	if token == "" { // a loopback listener (Options.Validate): browsers on the machine reach it
-		r.Use(sameSiteOnly)
+		r.Use(SameSiteOnly)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -225,22 +225,10 @@ func (n *HeaderNames) requestNames() []string {
 	return []string{n.Session, n.Task, n.Train, n.Tags, n.Reward, n.Commit}
 }
 
-// clientKey returns the API key the agent presented, in any header spelling:
-// "Authorization: Bearer KEY" (scheme in any case), "X-Api-Key: KEY"
-// (Anthropic) or "Api-Key: KEY" (Azure OpenAI).
-// An empty value is no key.
-func clientKeys(h *fasthttp.RequestHeader) []string {
-	var keys []string
-	for k, v := range h.All() {
-		if key := presentedKey(k, v); len(key) > 0 {
-			keys = append(keys, string(key))
-		}
-	}
-	return keys
-}
-
-// presentedKey is the API key header k: v presents (nil for another
-// header): a view of v.
+// presentedKey is the API key header k: v presents, in any header
+// spelling: "Authorization: Bearer KEY" (scheme in any case), "X-Api-Key:
+// KEY" (Anthropic) or "Api-Key: KEY" (Azure OpenAI); nil for another
+// header. An empty value is no key. A view of v.
 func presentedKey(k, v []byte) []byte {
 	switch {
 	case foldEq(k, "Authorization"):

@@ -271,28 +271,26 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 
 // keyless reports whether hone has client keys and h presents none of them
 // (every route wants one then, the data-plane feedback routes included).
-// It allocates nothing.
 func (s *Server) keyless(h *fasthttp.RequestHeader) bool {
-	if len(s.keys) == 0 {
-		return false
-	}
-	for k, v := range h.All() {
-		if key := presentedKey(k, v); len(key) > 0 && s.keys[string(key)] {
-			return false
-		}
-	}
-	return true
+	return len(s.keys) > 0 && s.validKey(h) == nil
 }
 
-// clientKey returns the one of proxy.client_keys the agent presented, in
-// any of the credential headers agents' SDKs use.
-func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
-	for _, k := range clientKeys(&ctx.Request.Header) {
-		if s.keys[k] {
-			return k, true
+// validKey returns the one of proxy.client_keys h presents, in any of the
+// credential headers agents' SDKs use (nil for none): a view of h, found
+// without allocating.
+func (s *Server) validKey(h *fasthttp.RequestHeader) []byte {
+	for k, v := range h.All() {
+		if key := presentedKey(k, v); len(key) > 0 && s.keys[string(key)] {
+			return key
 		}
 	}
-	return "", false
+	return nil
+}
+
+// clientKey returns the one of proxy.client_keys the agent presented.
+func (s *Server) clientKey(ctx *fasthttp.RequestCtx) (string, bool) {
+	key := s.validKey(&ctx.Request.Header)
+	return string(key), key != nil
 }
 
 // surfaceOf is the API a request's path names, for errors answered before

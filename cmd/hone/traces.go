@@ -379,16 +379,7 @@ func (a *timeArg) String() string {
 	return a.t.Format(time.RFC3339)
 }
 
-func (a *timeArg) Set(v string) error {
-	if d, err := time.ParseDuration(v); err == nil {
-		a.t = time.Now().Add(-d)
-		return nil
-	}
-	for _, layout := range []string{time.RFC3339, time.DateTime, time.DateOnly} {
-		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
-			a.t = t
-			return nil
-		}
-	}
-	return fmt.Errorf("time %q: want RFC3339, 2006-01-02 or a duration like 24h", v)
+func (a *timeArg) Set(v string) (err error) {
+	a.t, err = capture.ParseTimeAgo(v, time.Now())
+	return err
 }
