@@ -1,6 +1,8 @@
 package capture
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,19 +20,116 @@ import (
 // call once half that time has passed. They are written in one batch per
 // janitor tick (and at Close), off the capture writer, whose batching of
 // calls an extra unit per skipped session would break.
+//
+// A new id's claim is also pinned (fresh) until the store holds it: the
+// session record of a captured session's first call (in flight, queued or
+// in a write batch still committing) or a skipped session's claim key. The
+// claims cache alone would let a client that floods new ids push the claim
+// out before then, and take the id with its next call: the first client's
+// calls would be refused from then on. The janitor unpins claims the store
+// holds at each tick; one nothing stores within freshLife (a call hone
+// never recorded) lapses.
 type claimBook struct {
 	mu      sync.Mutex
 	due     map[string]string         // session -> owner, written at the next flush
 	kept    *lru.Cache[string, int64] // session -> when its key was last queued (unix ns)
 	dropped int                       // claims not queued since the last flush: too many due
+
+	fresh        map[string]freshClaim // new ids' claims, until the store holds them
+	freshRefused int                   // claims not pinned since the last prune: too many fresh
+}
+
+// freshClaim is the owner of a new session id and when it claimed it.
+type freshClaim struct {
+	owner string
+	at    time.Time
 }
 
 // maxClaimsDue bounds the claims waiting for a flush (one janitor tick).
 const maxClaimsDue = 1 << 16
 
+// maxFresh bounds the pinned claims: past it a new id's claim lives in the
+// claims cache alone (and a warning says so).
+const maxFresh = 1 << 16
+
+// freshLife is how long a claim stays pinned without the store holding it.
+const freshLife = time.Hour
+
 func newClaimBook(size int) (*claimBook, error) {
 	kept, err := lru.New[string, int64](size)
-	return &claimBook{due: map[string]string{}, kept: kept}, err
+	return &claimBook{due: map[string]string{}, kept: kept, fresh: map[string]freshClaim{}}, err
+}
+
+// pinned returns the owner of a pinned claim of id.
+func (c *claimBook) pinned(id string) (owner string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.fresh[id]
+	return f.owner, ok
+}
+
+// pin claims the new id for owner unless another claim of it is pinned,
+// whose owner it returns (found). With too many pinned, pinned is false
+// and the caller falls back to the claims cache.
+func (c *claimBook) pin(id, owner string, now time.Time) (holder string, found, pinned bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.fresh[id]; ok {
+		return f.owner, true, true
+	}
+	if len(c.fresh) >= maxFresh {
+		c.freshRefused++
+		return "", false, false
+	}
+	c.fresh[id] = freshClaim{owner: owner, at: now}
+	return owner, false, true
+}
+
+// pruneFresh unpins the claims the store now holds and those older than
+// freshLife.
+func (s *Store) pruneFresh(now time.Time) error {
+	c := s.claims
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.fresh))
+	for id, f := range c.fresh {
+		if now.Sub(f.at) >= freshLife {
+			delete(c.fresh, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	refused := c.freshRefused
+	c.freshRefused = 0
+	c.mu.Unlock()
+	if refused > 0 {
+		s.log.Warn("new session ids' owners kept in the claims cache only: too many new ones at once", "sessions", refused)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var held []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, id := range ids {
+			for _, k := range [][]byte{sessionKey(id), claimKey(id)} {
+				if _, err := txn.Get(k); err == nil {
+					held = append(held, id)
+					break
+				} else if !errors.Is(err, badger.ErrKeyNotFound) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	c.mu.Lock()
+	for _, id := range held {
+		delete(c.fresh, id)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("unpin stored claims: %w", err)
+	}
+	return nil
 }
 
 // claimTTL is how long a skipped session's stored claim lives after it is

@@ -81,9 +81,13 @@
 // id an agent is told is the session its calls, rewards and commits go to.
 // A session capture skips has no record: its claim is written as a key of
 // its own (O 0 <session>, claims.go) within a janitor tick, so it outlives
-// the cache and restarts. Should a claim be lost before the call is written (a
-// cache eviction racing the writer), the writer still never mixes owners: the call goes to the
-// caller's own <id>@<12 hex digits of its hash>. Session inference hashes
+// the cache and restarts. A new id's claim is pinned in memory until the
+// store holds it (the session record of its first call, or the claim key),
+// so a client flooding new ids cannot push it out of the cache while that
+// first call runs and take the id. Should a claim still be lost before the
+// call is written (more than 65536 new ids pinned at once), the writer
+// never mixes owners: the call goes to the caller's own <id>@<12 hex
+// digits of its hash>. Session inference hashes
 // are salted per owner, so one client never joins another's conversation by
 // its messages. Calls without an owner (no client keys) are checked against
 // nothing: every agent is trusted with every session (proxy.listen on

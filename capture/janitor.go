@@ -30,6 +30,9 @@ func (s *Store) runJanitor() {
 			if err := s.flushClaims(); err != nil {
 				s.log.Error("skipped sessions' owners not written", "err", err)
 			}
+			if err := s.pruneFresh(now); err != nil {
+				s.log.Error("capture janitor", "err", err)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if err := s.Sweep(ctx, now); err != nil && !errors.Is(err, ErrClosed) {
 				s.log.Error("capture janitor", "err", err)

@@ -713,6 +713,85 @@ func TestSkippedSessionClaimKept(t *testing.T) {
 	}
 }
 
+// TestNewSessionClaimPinned: the claim of a new id holds while its first
+// call is in flight, however many new ids another client sends meanwhile
+// (they would push it out of the claims cache), and for a skipped session
+// before the janitor writes its claim. The janitor unpins a claim once the
+// store holds it, and one nothing stored lapses.
+func TestNewSessionClaimPinned(t *testing.T) {
+	o := testOptions()
+	o.Queue.CacheSize = 8
+	admit := func(s *Store, owner, sid string, train int8) error {
+		return s.Admit(&Admission{CallID: "call-" + NewID(), Route: RouteChat, Model: "m", Owner: owner,
+			Hone: HoneHeaders{Session: sid, Train: train}, Body: []byte(`{"messages":[]}`)}).Refused
+	}
+	flood := func(s *Store) {
+		for i := range 4 * o.Queue.CacheSize {
+			if err := admit(s, "key:attacker", fmt.Sprintf("junk-%d-%s", i, NewID()), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := openTest(t, t.TempDir(), o)
+	defer s.Close()
+	v := newVocab()
+	for _, train := range []int8{1, 0} { // captured (first call in flight), skipped (claim not yet written)
+		sid := fmt.Sprintf("task-%d", train)
+		if err := admit(s, "key:victim", sid, train); err != nil {
+			t.Fatal(err)
+		}
+		flood(s)
+		if err := admit(s, "key:attacker", sid, -1); !errors.Is(err, ErrSessionOwned) {
+			t.Errorf("train %d: another client took a new id before its first call was stored: %v", train, err)
+		}
+		if err := admit(s, "key:victim", sid, -1); err != nil {
+			t.Errorf("train %d: the id's owner was refused: %v", train, err)
+		}
+	}
+	// the captured session's first call is stored, the skipped one's claim written: both unpinned, still held
+	c := turn(t, s, v, "task-1", "key:victim", 0, nil, false, true)
+	if c.Session != "task-1" {
+		t.Fatalf("first call stored in %q", c.Session)
+	}
+	if err := s.db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flushClaims(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := s.pruneFresh(now); err != nil {
+		t.Fatal(err)
+	}
+	for _, sid := range []string{"task-0", "task-1"} {
+		if _, ok := s.claims.pinned(sid); ok {
+			t.Errorf("%s still pinned after the store holds it", sid)
+		}
+	}
+	flood(s)
+	for _, sid := range []string{"task-0", "task-1"} {
+		if err := admit(s, "key:attacker", sid, -1); !errors.Is(err, ErrSessionOwned) {
+			t.Errorf("%s: another client took a stored id: %v", sid, err)
+		}
+	}
+	// a claim whose call never reaches the store lapses after freshLife
+	if err := admit(s, "key:victim", "never-recorded", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pruneFresh(now); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.claims.pinned("never-recorded"); !ok {
+		t.Fatal("a claim in flight unpinned")
+	}
+	if err := s.pruneFresh(now.Add(freshLife + time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.claims.pinned("never-recorded"); ok {
+		t.Error("a claim nothing stored did not lapse")
+	}
+}
+
 // A Trinity /commit of more rewarded open sessions than one transaction
 // takes closes them all, chunk by chunk, and only the caller's.
 func TestTrinityCommitChunks(t *testing.T) {

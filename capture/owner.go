@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/badger/v4"
@@ -54,12 +55,17 @@ func owns(owner string, rec *Session) bool { return rec.Owner == owner }
 // and commits go to. Without an owner (no client keys) nothing is checked.
 // The claim is made at admission, before the call reaches the writer, so
 // two clients racing for a new id cannot both be told they have it; the
-// store is read only on a cache miss.
+// store is read only on a cache miss. A new id's claim stays pinned until
+// the store holds it (claims.go).
 func (s *Store) claim(id, owner string) error {
 	if owner == "" {
 		return nil
 	}
 	if o, ok := s.owners.Get(id); ok {
+		return checkClaim(id, o, owner)
+	}
+	if o, ok := s.claims.pinned(id); ok {
+		s.owners.Add(id, o)
 		return checkClaim(id, o, owner)
 	}
 	holder, held, err := s.storedOwner(id)
@@ -71,8 +77,14 @@ func (s *Store) claim(id, owner string) error {
 		s.owners.Add(id, holder)
 		return checkClaim(id, holder, owner)
 	}
-	if prev, found, _ := s.owners.PeekOrAdd(id, owner); found {
-		return checkClaim(id, prev, owner)
+	holder, found, pinned := s.claims.pin(id, owner, time.Now())
+	if !pinned {
+		holder, found, _ = s.owners.PeekOrAdd(id, owner)
+	} else {
+		s.owners.Add(id, holder)
+	}
+	if found {
+		return checkClaim(id, holder, owner)
 	}
 	return nil
 }
