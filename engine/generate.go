@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // genParams are a request's validated generation settings.
@@ -21,6 +23,7 @@ type genParams struct {
 	KeepSpecial bool
 	IncludeStop bool
 	Guide       *guide // output constraint (constrain.go); nil: none
+	CacheSalt   string // prefix-cache partition (cache_salt); "": the shared one
 }
 
 // validate checks the shared sampling fields the way vLLM's SamplingParams
@@ -29,6 +32,9 @@ func (e *Engine) validate(c *commonRequest, maxTokens *int) (genParams, *apiErro
 	g := genParams{N: 1, MaxTokens: maxTokens, Stop: c.Stop, StopIDs: c.StopTokenIDs, IgnoreEOS: c.IgnoreEOS, Seed: c.Seed,
 		MinTokens: c.MinTokens, KeepSpecial: c.SkipSpecialTokens != nil && !*c.SkipSpecialTokens,
 		IncludeStop: c.IncludeStopStrInOutput}
+	if c.CacheSalt != nil {
+		g.CacheSalt = *c.CacheSalt
+	}
 	g.Sampling = samplingParams{Temperature: e.defaults.Temperature, TopP: e.defaults.TopP, TopK: e.defaults.TopK}
 	if c.N != nil {
 		g.N = *c.N
@@ -77,6 +83,10 @@ func checkGen(c *commonRequest, g genParams) *apiError {
 	switch {
 	case c.StreamOptions != nil && !c.Stream:
 		return badRequest("stream_options", "Stream options can only be defined when `stream=True`.")
+	case c.CacheSalt != nil && *c.CacheSalt == "":
+		return badRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
+	case c.CacheSalt != nil && (utf8.RuneCountInString(*c.CacheSalt) > 128 || strings.ContainsAny(*c.CacheSalt, "@/\\\x00")):
+		return badRequest("cache_salt", "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL.")
 	case c.PromptLogprobs != nil:
 		return badRequest("prompt_logprobs", "prompt_logprobs is not supported by this engine.")
 	case c.UseBeamSearch:
@@ -206,7 +216,7 @@ func (e *Engine) newSeqs(ctx context.Context, prompt []int32, g genParams, maxTo
 		}
 		spec := &seqSpec{Prompt: prompt, Adapter: adapter, Params: params, MaxTokens: maxTokens,
 			Stop: g.Stop, StopIDs: stopIDs, EOSIDs: eos, Seed: base + uint64(i), Rules: g.Rules,
-			MinTokens: g.MinTokens, KeepSpecial: g.KeepSpecial, IncludeStop: g.IncludeStop}
+			MinTokens: g.MinTokens, KeepSpecial: g.KeepSpecial, IncludeStop: g.IncludeStop, CacheSalt: g.CacheSalt}
 		out[i] = newSeq(ctx, spec, notify)
 	}
 	return out

@@ -26,7 +26,7 @@ func (s *scheduler) preemptOverBudget() {
 		q := s.running[len(s.running)-1]
 		s.running = s.running[:len(s.running)-1]
 		if s.prefixes != nil {
-			s.prefixes.put(q.cache, q.fed, q.spec.Adapter)
+			s.prefixes.put(q.cache, q.fed, q.spec.Adapter, q.spec.CacheSalt)
 		} else {
 			q.cache.Free()
 		}

@@ -165,6 +165,48 @@ func TestPrefixCacheExactOnToyModel(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheSalted: a request reuses only the prefix caches of
+// requests with its cache_salt (none: the unsalted ones), so one client
+// cannot time another's prompts; an invalid salt is vLLM's 400.
+func TestPrefixCacheSalted(t *testing.T) {
+	_, srv := newTestEngine(t, Options{PrefixCacheMiB: 16})
+	hits := func() string {
+		_, m := httpGet(t, srv.URL+"/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "vllm:prefix_cache_hits_total{") {
+				return l[strings.LastIndexByte(l, ' ')+1:]
+			}
+		}
+		t.Fatal("no vllm:prefix_cache_hits_total")
+		return ""
+	}
+	req := func(prompt string, salt any) {
+		body := map[string]any{"model": testModel, "prompt": prompt, "temperature": 0, "max_tokens": 2}
+		if salt != nil {
+			body["cache_salt"] = salt
+		}
+		complete(t, srv.URL, body)
+	}
+	prompt := "one two three four five six seven eight"
+	req(prompt, "tenant-a")
+	for _, salt := range []any{"tenant-b", nil} {
+		req(prompt+" nine", salt)
+		if h := hits(); h != "0" {
+			t.Fatalf("salt %v reused tenant-a's prompt: %s hits", salt, h)
+		}
+	}
+	req(prompt+" ten", "tenant-a")
+	if h := hits(); h == "0" {
+		t.Fatal("the same salt reused nothing")
+	}
+	for _, bad := range []any{"", "a/b", "a@b", strings.Repeat("s", 129)} {
+		code, b := post(t, srv.URL+"/v1/completions", map[string]any{"model": testModel, "prompt": "x", "cache_salt": bad})
+		if code != 400 || !strings.Contains(string(b), "cache_salt") {
+			t.Errorf("cache_salt %q: %d %s", bad, code, b)
+		}
+	}
+}
+
 // TestKVBudgetPreemption runs more sequences than the KV budget holds: some
 // are preempted and recomputed, and every output matches its solo run.
 func TestKVBudgetPreemption(t *testing.T) {

@@ -2,7 +2,8 @@ package engine
 
 // prefixPool keeps the KV caches of finished sequences so a later prompt
 // that starts with the same tokens (the next turn of an agent conversation)
-// prefills only its new suffix. Caches are per adapter; the pool is bounded
+// prefills only its new suffix. Caches are per adapter and cache_salt (a
+// request never reuses, so never times, another salt's prompts); the pool is bounded
 // in cached tokens and evicts the least recently stored. It is used by the
 // scheduler goroutine only.
 type prefixPool struct {
@@ -15,15 +16,16 @@ type prefixEntry struct {
 	cache   lmCache
 	toks    []int32 // the tokens whose keys/values the cache holds
 	adapter *adapterEntry
+	salt    string
 }
 
 // take removes and returns the cache sharing the longest prefix with prompt
-// (same adapter), truncated to that prefix, and the prefix length. At least
-// one prompt token is always left to run, for the next logits.
-func (p *prefixPool) take(prompt []int32, adapter *adapterEntry) (lmCache, int) {
+// (same adapter and salt), truncated to that prefix, and the prefix length.
+// At least one prompt token is always left to run, for the next logits.
+func (p *prefixPool) take(prompt []int32, adapter *adapterEntry, salt string) (lmCache, int) {
 	best, bestN := -1, 0
 	for i, e := range p.entries {
-		if e.adapter != adapter {
+		if e.adapter != adapter || e.salt != salt {
 			continue
 		}
 		if n := min(commonPrefix(e.toks, prompt), len(prompt)-1); n > bestN {
@@ -42,12 +44,12 @@ func (p *prefixPool) take(prompt []int32, adapter *adapterEntry) (lmCache, int) 
 
 // put stores a finished sequence's cache, evicting old entries beyond the
 // token budget.
-func (p *prefixPool) put(c lmCache, toks []int32, adapter *adapterEntry) {
+func (p *prefixPool) put(c lmCache, toks []int32, adapter *adapterEntry, salt string) {
 	if len(toks) > p.maxTokens {
 		c.Free()
 		return
 	}
-	p.entries = append(p.entries, &prefixEntry{cache: c, toks: toks, adapter: adapter})
+	p.entries = append(p.entries, &prefixEntry{cache: c, toks: toks, adapter: adapter, salt: salt})
 	p.tokens += len(toks)
 	for p.tokens > p.maxTokens {
 		old := p.entries[0]

@@ -54,6 +54,9 @@ type commonRequest struct {
 	IncludeStopStrInOutput bool               `json:"include_stop_str_in_output"`
 	UseBeamSearch          bool               `json:"use_beam_search"`
 	ResponseFormat         json.RawMessage    `json:"response_format"` // constrain.go
+	// CacheSalt keeps the request's prefix-cache entries apart from those
+	// of requests with another salt (or none), as vLLM's cache_salt does.
+	CacheSalt *string `json:"cache_salt"`
 }
 
 type chatRequest struct {

@@ -248,7 +248,7 @@ func (s *scheduler) admit() {
 func (s *scheduler) startSeq(q *seq) {
 	if s.prefixes != nil {
 		toks := q.pending // the prompt, or prompt and output of a preempted sequence
-		if c, n := s.prefixes.take(toks, q.spec.Adapter); c != nil {
+		if c, n := s.prefixes.take(toks, q.spec.Adapter, q.spec.CacheSalt); c != nil {
 			q.cache, q.fed, q.pending = c, append([]int32(nil), toks[:n]...), toks[n:]
 			s.metrics.prefixHit(n)
 		}
@@ -452,7 +452,7 @@ func (s *scheduler) finish(q *seq, reason string, err error) {
 // keep releases a finished sequence, storing its cache for prefix reuse.
 func (s *scheduler) keep(q *seq) {
 	if s.prefixes != nil && q.cache != nil {
-		s.prefixes.put(q.cache, q.fed, q.spec.Adapter)
+		s.prefixes.put(q.cache, q.fed, q.spec.Adapter, q.spec.CacheSalt)
 		q.cache = nil
 	}
 	s.release(q)

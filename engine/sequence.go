@@ -25,6 +25,7 @@ type seqSpec struct {
 	MinTokens   int            // stop ids are masked and stop strings unchecked before this many tokens
 	KeepSpecial bool           // skip_special_tokens false: special tokens stay in the text
 	IncludeStop bool           // include_stop_str_in_output: the matched stop string stays in the text
+	CacheSalt   string         // prefix-cache partition: only caches of the same salt are reused
 	Seed        uint64
 }
 

@@ -210,17 +210,8 @@ func TestEngineClosesMidStream(t *testing.T) {
 	}
 }
 
-func strconvHex(n int) string { return strings.TrimLeft(strings.ToLower(hex(n)), "0") }
-
-func hex(n int) string {
-	const d = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = d[n&15]
-		n >>= 4
-	}
-	return string(b[:])
-}
+// strconvHex is n in hexadecimal (a chunk size; n > 0).
+func strconvHex(n int) string { return strconv.FormatInt(int64(n), 16) }
 
 // TestClientDisconnect: the agent goes away mid-stream; the engine sees its
 // connection closed and the partial call is recorded.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/proxy/internal/sse"
@@ -55,7 +56,11 @@ func FuzzRewrite(f *testing.F) {
 		if !ok || model != rmodel || fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", ra) {
 			t.Fatalf("%s: inspect %v %q %+v, gjson's %q %+v", body, ok, model, a, rmodel, ra)
 		}
-		out, err := rewriteRequest(body, d, a, model, "auto", "target-model", true)
+		salt := ""
+		if len(body)%2 == 0 { // half the inputs as from a client key (cachesalt.go)
+			salt = keySalt("k")
+		}
+		out, err := rewriteRequest(body, d, a, model, "auto", "target-model", true, salt)
 		if err != nil {
 			return // sjson refuses some odd-but-valid documents; hone answers 400
 		}
@@ -72,7 +77,11 @@ func FuzzRewrite(f *testing.F) {
 		if tl := gjson.GetBytes(body, "top_logprobs"); tl.Exists() && g.Get("top_logprobs").Raw != tl.Raw {
 			t.Fatalf("top_logprobs changed: %s -> %s", body, out)
 		}
-		for _, k := range []string{"model", "logprobs", "return_token_ids", "stream_options"} {
+		if cs := g.Get("cache_salt"); salt != "" && (cs.Type != gjson.String || !strings.HasPrefix(cs.Str, "hone-") ||
+			(cs.Str != salt) != a.has.cacheSalt) {
+			t.Fatalf("cache_salt %s with the key's %s: %s", cs.Raw, salt, out)
+		}
+		for _, k := range []string{"model", "logprobs", "return_token_ids", "stream_options", "cache_salt"} {
 			if n, was := countKey(out, k), countKey(body, k); n > max(was, 1) {
 				t.Fatalf("%d %q keys (the request had %d): %s", n, k, was, out)
 			}

@@ -83,7 +83,7 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	c := &call{s: s, api: nativeSurface{passthroughDialect}, reply: native{}, dialect: passthroughDialect, start: time.Now(), sentAt: time.Now()}
 	if p, release, ok := s.aliases.acquire(model); ok {
 		c.policy, c.release = p, release
-		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false); err == nil {
+		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false, ""); err == nil {
 			ctx.Request.SetBody(body)
 		}
 	} else if p, release, ok := s.acquirePinned(model); ok {

@@ -41,6 +41,13 @@ type Options struct {
 	// /v1/commit on the data plane too: off (default), keys or loopback (see
 	// feedback.go).
 	DataPlaneFeedback string `yaml:"data_plane_feedback"`
+	// CacheSalt isolates the engines' prefix caches between client keys:
+	// owner (default) sends each call with vLLM's cache_salt derived from
+	// its key (and the agent's own cache_salt, if any), so one agent cannot
+	// learn from the time to its first token whether another's prompt
+	// shares a prefix with its own; off forwards the agent's cache_salt, if
+	// any, unchanged. Without client keys nothing is salted.
+	CacheSalt string `yaml:"cache_salt"`
 	// StrictHeaders answers 400 to an invalid hone header; by default it is
 	// ignored and reported in X-Hone-Warning.
 	StrictHeaders bool `yaml:"strict_headers"`
@@ -165,6 +172,7 @@ func DefaultOptions() Options {
 		},
 		ShutdownGrace:     30 * time.Second,
 		DataPlaneFeedback: FeedbackOff,
+		CacheSalt:         CacheSaltOwner,
 		InferenceRoutes:   DefaultInferenceRoutes(),
 		Responses:         ResponsesOptions{Max: 10000, TTL: time.Hour},
 		Headers: HeaderNames{
@@ -247,6 +255,9 @@ func (o *Options) Validate() error {
 		}
 	default:
 		return fmt.Errorf("proxy.data_plane_feedback: %q is not one of off, keys, loopback", o.DataPlaneFeedback)
+	}
+	if o.CacheSalt != CacheSaltOwner && o.CacheSalt != CacheSaltOff {
+		return fmt.Errorf("proxy.cache_salt: %q is not one of owner, off", o.CacheSalt)
 	}
 	if err := checkCORSOrigins(o.CORSOrigins); err != nil {
 		return err

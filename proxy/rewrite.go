@@ -15,10 +15,11 @@ import (
 // only what hone injected.
 type asked struct {
 	stream      bool
-	logprobs    bool // chat: logprobs true; completions: logprobs set to a number
-	tokenIDs    bool // return_token_ids
-	usage       bool // stream_options.include_usage
-	tokensAsIDs bool // return_tokens_as_token_ids
+	logprobs    bool   // chat: logprobs true; completions: logprobs set to a number
+	tokenIDs    bool   // return_token_ids
+	usage       bool   // stream_options.include_usage
+	tokensAsIDs bool   // return_tokens_as_token_ids
+	cacheSalt   string // the agent's cache_salt, its raw JSON value
 	has         present
 	// renamed is the model name the agent sent, as a JSON string, when hone
 	// sent the engine another (a policy alias's adapter): the answer's
@@ -29,8 +30,8 @@ type asked struct {
 // present notes which of the keys hone may set the request has at all (with
 // any value), so that absent ones are appended instead of searched for.
 type present struct {
-	logprobs, tokenIDs, streamOptions, tokensAsIDs bool
-	model                                          gjson.Result // the model value in the body (Index, Raw); valid in the handler only
+	logprobs, tokenIDs, streamOptions, tokensAsIDs, cacheSalt bool
+	model                                                     gjson.Result // the model value in the body (Index, Raw); valid in the handler only
 }
 
 // inspect reads, in one walk over a request body, the model and what the
@@ -68,7 +69,7 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 // takes reports whether take reads a top-level key.
 func takes(key string) bool {
 	switch key {
-	case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids":
+	case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids", "cache_salt":
 		return true
 	}
 	return false
@@ -89,21 +90,32 @@ func (a *asked) take(key string, v gjson.Result, d dialect) {
 		a.usage, a.has.streamOptions = v.Get("include_usage").Bool(), true
 	case "return_tokens_as_token_ids":
 		a.tokensAsIDs, a.has.tokensAsIDs = v.Bool(), true
+	case "cache_salt":
+		a.cacheSalt, a.has.cacheSalt = v.Raw, true
 	}
 }
 
 // rewriteRequest returns the body to send upstream for a captured call: the
 // model replaced by the policy target, and logprobs, token ids and the usage
-// chunk requested. The client's own values (top_logprobs, ...) are kept.
+// chunk requested; with salt (the client key's, cachesalt.go) cache_salt is
+// set to it, or to it hashed with the agent's own. The client's own values
+// (top_logprobs, ...) are kept.
 // The common case is one copy of the body: the model value is replaced where
 // inspect found it and the fields the request lacks are appended before its
 // closing brace; sjson, which walks the whole body (agent requests carry long
 // histories) for every field, only replaces values that are already there.
-func rewriteRequest(body []byte, d dialect, a asked, model, tokenMode, target string, capture bool) ([]byte, error) {
+func rewriteRequest(body []byte, d dialect, a asked, model, tokenMode, target string, capture bool, salt string) ([]byte, error) {
 	var add []string // absent top-level fields, as raw JSON members
 	var set []field  // present ones with another value
 	if capture {
 		add, set = captureFields(a, d, tokenMode)
+	}
+	switch {
+	case salt == "":
+	case a.has.cacheSalt:
+		set = append(set, field{"cache_salt", agentSalt(salt, a.cacheSalt)})
+	default:
+		add = append(add, `"cache_salt":"`+salt+`"`) // hex digits: nothing to escape
 	}
 	newModel, old := "", a.has.model
 	if target != "" && model != target {

@@ -27,7 +27,7 @@ func BenchmarkRewriteAgentRequest(b *testing.B) {
 	b.Run("hone", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if _, err := rewriteRequest(body, chatDialect, a, model, "auto", "agent-v3", true); err != nil {
+			if _, err := rewriteRequest(body, chatDialect, a, model, "auto", "agent-v3", true, ""); err != nil {
 				b.Fatal(err)
 			}
 		}

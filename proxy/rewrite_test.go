@@ -25,7 +25,7 @@ func TestAppendMembers(t *testing.T) {
 func TestRewriteAppendsOrReplaces(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[],"logprobs":false,"stream":true}`)
 	a, model, _ := inspect(body, chatDialect)
-	out, err := rewriteRequest(body, chatDialect, a, model, "auto", "t", true)
+	out, err := rewriteRequest(body, chatDialect, a, model, "auto", "t", true, "")
 	if err != nil {
 		t.Fatal(err)
 	}

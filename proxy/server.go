@@ -36,6 +36,7 @@ type Server struct {
 	ctx     context.Context // ends the health checks at Shutdown
 	cancel  context.CancelFunc
 	keys    map[string]bool
+	salts   map[string]string // owner -> cache_salt (cachesalt.go); nil: none
 	mounted map[string]fasthttp.RequestHandler
 	dropUp  []string // request headers never forwarded upstream, any spelling
 	ownDown []string // hone's response headers, never copied from an engine's answer
@@ -76,6 +77,7 @@ func New(opts Options, rec Recorder, reg prometheus.Registerer, log *slog.Logger
 	for _, k := range opts.ClientKeys {
 		s.keys[k] = true
 	}
+	s.salts = cacheSalts(&opts)
 	if len(s.keys) == 0 && slices.Contains(opts.CORSOrigins, "*") {
 		log.Warn("proxy.cors_origins has * and proxy.client_keys is empty: any web page open in a browser that " +
 			"reaches the data plane may call it as an agent (reward, commit, continue sessions)")
@@ -388,7 +390,7 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		c.asked.renamed, _ = json.Marshal(c.model)
 		c.acc.renaming = true
 	}
-	up, err := rewriteRequest(body, d, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture)
+	up, err := rewriteRequest(body, d, c.asked, c.model, s.opts.Upstream.TokenIDs, c.target, c.verdict.Capture, s.salts[owner])
 	if err != nil {
 		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "cannot rewrite request: " + err.Error(), ""})
 		return

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -490,5 +491,72 @@ func TestBrowserCannotUseUncredentialedPlanes(t *testing.T) {
 				t.Errorf("token %v, control plane, %s: %d %s; want %d", keyed, tc.name, r.status, r.body, want)
 			}
 		}
+	}
+}
+
+// TestCacheSaltPerKey: with client keys every call reaches the engine with
+// its key's cache_salt, on every API, so no two keys share prefix-cache
+// blocks (one agent cannot time another's prompts); an agent's own salt
+// partitions its key's cache without naming another key's salt; without
+// keys, or with proxy.cache_salt off, the agent's body keeps its own.
+func TestCacheSaltPerKey(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	salted := func(h *testHone, key, path string, body []byte) gjson.Result {
+		t.Helper()
+		var hdr map[string]string
+		if key != "" {
+			hdr = map[string]string{"Authorization": "Bearer " + key}
+		}
+		if r := post(t, h.url, path, body, hdr); r.status != 200 {
+			t.Fatalf("%s %s: status %d: %s", key, path, r.status, r.body)
+		}
+		up, _ := stub.lastRequest()
+		return gjson.GetBytes(up, "cache_salt")
+	}
+	h := startHone(t, func(o *Options) { o.ClientKeys = []string{"k1", "k2"} }, stub)
+	s1, s2 := salted(h, "k1", "/v1/chat/completions", chatReq(false)), salted(h, "k2", "/v1/chat/completions", chatReq(false))
+	if s1.Type != gjson.String || s2.Type != gjson.String || s1.Str == s2.Str || len(s1.Str) > 128 ||
+		strings.ContainsAny(s1.Str, "@/\\\x00") || strings.Contains(s1.Str, "k1") {
+		t.Fatalf("salts of two keys: %s and %s", s1.Raw, s2.Raw)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/responses", `{"model":"Qwen/Qwen3-0.6B","input":"Hello!"}`},
+		{"/v1/messages", `{"model":"Qwen/Qwen3-0.6B","max_tokens":64,"messages":[{"role":"user","content":"Hello!"}]}`},
+		{"/v1/chat/completions", `{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Hello!"}],"stream":true}`},
+	} {
+		if got := salted(h, "k1", c.path, []byte(c.body)); got.Str != s1.Str {
+			t.Errorf("%s: cache_salt %s, want the key's %s", c.path, got.Raw, s1.Raw)
+		}
+	}
+	withSalt := func(salt string) []byte {
+		return []byte(`{"model":"Qwen/Qwen3-0.6B","cache_salt":` + salt + `,"messages":[{"role":"user","content":"Hello!"}]}`)
+	}
+	own := salted(h, "k1", "/v1/chat/completions", withSalt(`"mine"`))
+	if own.Str == s1.Str || own.Str == s2.Str || own.Str == "mine" || !strings.HasPrefix(own.Str, "hone-") {
+		t.Errorf("k1 with its own salt: %s", own.Raw)
+	}
+	if again := salted(h, "k1", "/v1/chat/completions", withSalt(`"mine"`)); again.Str != own.Str {
+		t.Errorf("the same own salt gave %s, then %s", own.Raw, again.Raw)
+	}
+	if stolen := salted(h, "k2", "/v1/chat/completions", withSalt(strconv.Quote(s1.Str))); stolen.Str == s1.Str {
+		t.Errorf("k2 naming k1's salt got it: %s", stolen.Raw)
+	}
+	for name, h := range map[string]*testHone{
+		"no keys": startHone(t, nil, stub),
+		"off":     startHone(t, func(o *Options) { o.ClientKeys, o.CacheSalt = []string{"k1"}, CacheSaltOff }, stub),
+	} {
+		key := map[string]string{"no keys": "", "off": "k1"}[name]
+		if got := salted(h, key, "/v1/chat/completions", chatReq(false)); got.Exists() {
+			t.Errorf("%s: the engine got cache_salt %s", name, got.Raw)
+		}
+		if got := salted(h, key, "/v1/chat/completions", withSalt(`"mine"`)); got.Str != "mine" {
+			t.Errorf("%s: the agent's cache_salt reached the engine as %s", name, got.Raw)
+		}
+	}
+	o := DefaultOptions()
+	o.CacheSalt = "tenant"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.cache_salt") {
+		t.Errorf("proxy.cache_salt: tenant: %v", err)
 	}
 }
