@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -162,4 +163,35 @@ func startHoneFor(t *testing.T, v *VLLM, mutate func(*proxy.Options)) string {
 		_ = s.Shutdown(ctx)
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// TestCacheSaltThroughHone: real vLLM takes the cache_salt hone gives each
+// client key's calls (proxy.cache_salt: owner), with or without the agent's
+// own, on chat and completions: the salt is within vLLM's limits. (This
+// vLLM runs without prefix caching; the isolation itself is vLLM's, and is
+// checked on hone's embedded engine by TestPrefixCacheSalted.)
+func TestCacheSaltThroughHone(t *testing.T) {
+	v := needVLLM(t)
+	url := startHoneFor(t, v, func(o *proxy.Options) { o.ClientKeys = []string{"sk-a"} })
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`},
+		{"/v1/chat/completions", `{"model":%q,"max_tokens":2,"cache_salt":"agent's own/@salt","messages":[{"role":"user","content":"Hi"}]}`},
+		{"/v1/completions", `{"model":%q,"max_tokens":2,"prompt":"Hi"}`},
+	} {
+		req, err := http.NewRequest("POST", url+c.path, strings.NewReader(fmt.Sprintf(c.body, v.Model)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer sk-a")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s %s: vLLM through hone answered %d %s", c.path, c.body, resp.StatusCode, b)
+		}
+	}
 }
