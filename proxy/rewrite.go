@@ -21,6 +21,9 @@ type asked struct {
 	tokensAsIDs bool   // return_tokens_as_token_ids
 	cacheSalt   string // the agent's cache_salt, its raw JSON value
 	has         present
+	// dups has the bit (takenBit) of each key take reads that the body
+	// holds more than once: take kept the last value, as vLLM's parser does.
+	dups uint8
 	// renamed is the model name the agent sent, as a JSON string, when hone
 	// sent the engine another (a policy alias's adapter): the answer's
 	// "model" says the agent's name again. Empty: nothing renamed.
@@ -47,11 +50,17 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 	if w.At() != '{' {
 		return a, "", false
 	}
+	var seen uint8
 	for key := range w.Members {
-		if !takes(key) {
+		bit := takenBit(key)
+		if bit == 0 {
 			w.Skip()
 			continue
 		}
+		if seen&bit != 0 {
+			a.dups |= bit
+		}
+		seen |= bit
 		raw, at := w.Value()
 		v := gjson.Parse(raw)
 		v.Index = at
@@ -66,13 +75,29 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 	return a, model, true
 }
 
-// takes reports whether take reads a top-level key.
-func takes(key string) bool {
+// takenKeys are the top-level keys take reads, in the order of their
+// takenBit.
+var takenKeys = [...]string{"model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids", "cache_salt"}
+
+// takenBit is the bit of a key take reads, 0 for any other.
+func takenBit(key string) uint8 {
 	switch key {
-	case "model", "stream", "logprobs", "return_token_ids", "stream_options", "return_tokens_as_token_ids", "cache_salt":
-		return true
+	case "model":
+		return 1 << 0
+	case "stream":
+		return 1 << 1
+	case "logprobs":
+		return 1 << 2
+	case "return_token_ids":
+		return 1 << 3
+	case "stream_options":
+		return 1 << 4
+	case "return_tokens_as_token_ids":
+		return 1 << 5
+	case "cache_salt":
+		return 1 << 6
 	}
-	return false
+	return 0
 }
 
 // take notes a top-level request field the call needs (a key takes names).
@@ -105,6 +130,13 @@ func (a *asked) take(key string, v gjson.Result, d dialect) {
 // closing brace; sjson, which walks the whole body (agent requests carry long
 // histories) for every field, only replaces values that are already there.
 func rewriteRequest(body []byte, d dialect, a asked, model, tokenMode, target string, capture bool, salt string) ([]byte, error) {
+	if a.dups != 0 {
+		// a key hone may set appears twice: sjson would set the first, and
+		// the engine would read the last (the agent's) value
+		body = lastOnly(body, a.dups)
+		fresh, _, _ := inspect(body, d)
+		a.has = fresh.has // the values are the same; their positions moved
+	}
 	var add []string // absent top-level fields, as raw JSON members
 	var set []field  // present ones with another value
 	if capture {
@@ -166,6 +198,36 @@ func captureFields(a asked, d dialect, tokenMode string) (add []string, set []fi
 		put(a.has.streamOptions, "stream_options.include_usage", true, `"stream_options":{"include_usage":true}`)
 	}
 	return add, set
+}
+
+// lastOnly returns a copy of the object body without the earlier members of
+// each key in dups (takenBit bits): the last, the one engines read, stays.
+func lastOnly(body []byte, dups uint8) []byte {
+	doc := gjson.ParseBytes(body)
+	left := map[string]int{} // members of each duplicated key still to come
+	doc.ForEach(func(k, _ gjson.Result) bool {
+		if takenBit(k.Str)&dups != 0 {
+			left[k.Str]++
+		}
+		return true
+	})
+	out := make([]byte, 0, len(body))
+	out = append(out, '{')
+	doc.ForEach(func(k, v gjson.Result) bool {
+		if takenBit(k.Str)&dups != 0 {
+			if left[k.Str]--; left[k.Str] > 0 {
+				return true
+			}
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, k.Raw...)
+		out = append(out, ':')
+		out = append(out, v.Raw...)
+		return true
+	})
+	return append(out, '}')
 }
 
 type field struct {

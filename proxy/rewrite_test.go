@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -32,5 +33,44 @@ func TestRewriteAppendsOrReplaces(t *testing.T) {
 	want := `{"model":"t","messages":[],"logprobs":true,"stream":true,"return_token_ids":true,"stream_options":{"include_usage":true}}`
 	if string(out) != want {
 		t.Fatalf("rewrite:\n got %s\nwant %s", out, want)
+	}
+}
+
+// A key hone sets that the agent sent twice reaches the engine once, with
+// hone's value: sjson alone would set the first, and vLLM (like
+// encoding/json) reads the last, the agent's.
+func TestRewriteDuplicateKeys(t *testing.T) {
+	body := []byte(`{"model":"m","cache_salt":"a","messages":[],"cache_salt":"b","logprobs":false,"model":"m","logprobs":false,"stream":false}`)
+	a, model, ok := inspect(body, chatDialect)
+	if !ok || a.cacheSalt != `"b"` || a.dups == 0 {
+		t.Fatalf("inspect: %v %+v", ok, a)
+	}
+	salt := keySalt("k")
+	out, err := rewriteRequest(body, chatDialect, a, model, "auto", "t", true, salt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["cache_salt"] != agentSalt(salt, `"b"`) || got["logprobs"] != true || got["model"] != "t" || got["return_token_ids"] != true {
+		t.Fatalf("the engine reads %v from %s", got, out)
+	}
+	for _, k := range takenKeys {
+		if n := countKey(out, k); n > 1 {
+			t.Errorf("%d %q keys: %s", n, k, out)
+		}
+	}
+}
+
+func TestTakenBits(t *testing.T) {
+	for i, k := range takenKeys {
+		if takenBit(k) != 1<<i {
+			t.Errorf("takenBit(%q) = %d, want %d", k, takenBit(k), 1<<i)
+		}
+	}
+	if takenBit("messages") != 0 {
+		t.Error("messages has a bit")
 	}
 }
