@@ -36,6 +36,7 @@ type claimBook struct {
 	dropped int                       // claims not queued since the last flush: too many due
 
 	fresh        map[string]freshClaim // new ids' claims, until the store holds them
+	freshOf      map[string]int        // pinned claims by owner
 	freshRefused int                   // claims not pinned since the last prune: too many fresh
 }
 
@@ -48,16 +49,21 @@ type freshClaim struct {
 // maxClaimsDue bounds the claims waiting for a flush (one janitor tick).
 const maxClaimsDue = 1 << 16
 
-// maxFresh bounds the pinned claims: past it a new id's claim lives in the
-// claims cache alone (and a warning says so).
-const maxFresh = 1 << 16
+// maxFresh bounds the pinned claims, and maxFreshPerOwner those of one
+// client key (so no key can use them all up with calls hone never stores,
+// such as ones it refuses after admission): past either, a new id's claim
+// lives in the claims cache alone (and a warning says so).
+const (
+	maxFresh         = 1 << 16
+	maxFreshPerOwner = 1 << 12
+)
 
 // freshLife is how long a claim stays pinned without the store holding it.
 const freshLife = time.Hour
 
 func newClaimBook(size int) (*claimBook, error) {
 	kept, err := lru.New[string, int64](size)
-	return &claimBook{due: map[string]string{}, kept: kept, fresh: map[string]freshClaim{}}, err
+	return &claimBook{due: map[string]string{}, kept: kept, fresh: map[string]freshClaim{}, freshOf: map[string]int{}}, err
 }
 
 // pinned returns the owner of a pinned claim of id.
@@ -77,12 +83,21 @@ func (c *claimBook) pin(id, owner string, now time.Time) (holder string, found, 
 	if f, ok := c.fresh[id]; ok {
 		return f.owner, true, true
 	}
-	if len(c.fresh) >= maxFresh {
+	if len(c.fresh) >= maxFresh || c.freshOf[owner] >= maxFreshPerOwner {
 		c.freshRefused++
 		return "", false, false
 	}
 	c.fresh[id] = freshClaim{owner: owner, at: now}
+	c.freshOf[owner]++
 	return owner, false, true
+}
+
+// unpin drops a pinned claim (c.mu held).
+func (c *claimBook) unpin(id, owner string) {
+	delete(c.fresh, id)
+	if c.freshOf[owner]--; c.freshOf[owner] <= 0 {
+		delete(c.freshOf, owner)
+	}
 }
 
 // pruneFresh unpins the claims the store now holds and those older than
@@ -93,7 +108,7 @@ func (s *Store) pruneFresh(now time.Time) error {
 	ids := make([]string, 0, len(c.fresh))
 	for id, f := range c.fresh {
 		if now.Sub(f.at) >= freshLife {
-			delete(c.fresh, id)
+			c.unpin(id, f.owner)
 			continue
 		}
 		ids = append(ids, id)
@@ -123,7 +138,9 @@ func (s *Store) pruneFresh(now time.Time) error {
 	})
 	c.mu.Lock()
 	for _, id := range held {
-		delete(c.fresh, id)
+		if f, ok := c.fresh[id]; ok {
+			c.unpin(id, f.owner)
+		}
 	}
 	c.mu.Unlock()
 	if err != nil {

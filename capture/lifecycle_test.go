@@ -790,6 +790,22 @@ func TestNewSessionClaimPinned(t *testing.T) {
 	if _, ok := s.claims.pinned("never-recorded"); ok {
 		t.Error("a claim nothing stored did not lapse")
 	}
+	// one key's claims that are never stored (calls refused after
+	// admission) use up its own share of the pins, not everyone's
+	for i := range maxFreshPerOwner + 10 {
+		if err := admit(s, "key:attacker", fmt.Sprintf("leak-%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.claims.freshOf["key:attacker"]; n != maxFreshPerOwner {
+		t.Errorf("one key holds %d pins, want its share %d", n, maxFreshPerOwner)
+	}
+	if err := admit(s, "key:victim", "task-late", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.claims.pinned("task-late"); !ok {
+		t.Error("another key's unstored claims left no pin for a new id")
+	}
 }
 
 // A Trinity /commit of more rewarded open sessions than one transaction
