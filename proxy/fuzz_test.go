@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,14 +21,19 @@ import (
 func inspectRef(doc gjson.Result, d dialect) (a asked, model string) {
 	seen := map[string]bool{}
 	doc.ForEach(func(k, v gjson.Result) bool {
-		if k.Str == "model" {
+		key := k.Str
+		if b := foldedBit(key); b != 0 {
+			a.dups |= b
+			key = takenKeys[bits.TrailingZeros8(b)]
+		}
+		if key == "model" {
 			model = v.String()
 		}
-		if seen[k.Str] {
-			a.dups |= takenBit(k.Str)
+		if seen[key] {
+			a.dups |= takenBit(key)
 		}
-		seen[k.Str] = true
-		a.take(k.Str, v, d)
+		seen[key] = true
+		a.take(key, v, d)
 		return true
 	})
 	return a, model

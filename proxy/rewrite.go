@@ -3,6 +3,9 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
+	"strconv"
+	"strings"
 	"unicode"
 	"unsafe"
 
@@ -54,8 +57,12 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 	for key := range w.Members {
 		bit := takenBit(key)
 		if bit == 0 {
-			w.Skip()
-			continue
+			if bit = foldedBit(key); bit == 0 {
+				w.Skip()
+				continue
+			}
+			a.dups |= bit // another spelling, as Go's encoding/json matches it: normalised by lastOnly
+			key = takenKeys[bits.TrailingZeros8(bit)]
 		}
 		if seen&bit != 0 {
 			a.dups |= bit
@@ -200,29 +207,63 @@ func captureFields(a asked, d dialect, tokenMode string) (add []string, set []fi
 	return add, set
 }
 
+// foldedBit is the bit of a key take reads spelled another way that Go's
+// encoding/json (hone's embedded engine) still takes for it ("CACHE_SALT",
+// "Model"), 0 for any other key.
+func foldedBit(key string) uint8 {
+	plain := true
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c >= 0x80 || 'A' <= c && c <= 'Z' {
+			plain = false
+			break
+		}
+	}
+	if plain { // lower-case ASCII folds only to itself
+		return 0
+	}
+	for i, k := range takenKeys {
+		if strings.EqualFold(key, k) {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
 // lastOnly returns a copy of the object body without the earlier members of
-// each key in dups (takenBit bits): the last, the one engines read, stays.
+// each key in dups (takenBit bits), in any spelling encoding/json matches:
+// the last, the one engines read, stays, under the key's own name.
 func lastOnly(body []byte, dups uint8) []byte {
+	bitOf := func(key string) uint8 {
+		if b := takenBit(key); b != 0 {
+			return b & dups
+		}
+		return foldedBit(key) & dups
+	}
 	doc := gjson.ParseBytes(body)
-	left := map[string]int{} // members of each duplicated key still to come
+	left := map[uint8]int{} // members of each duplicated key still to come
 	doc.ForEach(func(k, _ gjson.Result) bool {
-		if takenBit(k.Str)&dups != 0 {
-			left[k.Str]++
+		if b := bitOf(k.Str); b != 0 {
+			left[b]++
 		}
 		return true
 	})
 	out := make([]byte, 0, len(body))
 	out = append(out, '{')
 	doc.ForEach(func(k, v gjson.Result) bool {
-		if takenBit(k.Str)&dups != 0 {
-			if left[k.Str]--; left[k.Str] > 0 {
+		b := bitOf(k.Str)
+		if b != 0 {
+			if left[b]--; left[b] > 0 {
 				return true
 			}
 		}
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, k.Raw...)
+		if b != 0 {
+			out = strconv.AppendQuote(out, takenKeys[bits.TrailingZeros8(b)])
+		} else {
+			out = append(out, k.Raw...)
+		}
 		out = append(out, ':')
 		out = append(out, v.Raw...)
 		return true

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -60,6 +61,28 @@ func TestRewriteDuplicateKeys(t *testing.T) {
 	for _, k := range takenKeys {
 		if n := countKey(out, k); n > 1 {
 			t.Errorf("%d %q keys: %s", n, k, out)
+		}
+	}
+	// Go's encoding/json (the embedded engine) matches keys in any case
+	for _, body := range []string{
+		`{"model":"m","cache_salt":"a","messages":[],"CACHE_SALT":null}`,
+		`{"model":"m","messages":[],"Cache_Salt":"raw"}`,
+		`{"model":"m","cache_salt":"a","messages":[],"cache_ſalt":"raw"}`,
+	} {
+		a, model, _ := inspect([]byte(body), chatDialect)
+		out, err := rewriteRequest([]byte(body), chatDialect, a, model, "auto", "t", true, salt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req struct {
+			CacheSalt *string `json:"cache_salt"`
+			Model     string  `json:"model"`
+		}
+		if err := json.Unmarshal(out, &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.CacheSalt == nil || !strings.HasPrefix(*req.CacheSalt, "hone-") || req.Model != "t" {
+			t.Errorf("%s: encoding/json reads cache_salt %v, model %q from %s", body, req.CacheSalt, req.Model, out)
 		}
 	}
 }
