@@ -85,7 +85,8 @@
 // store holds it (the session record of its first call, or the claim key),
 // so a client flooding new ids cannot push it out of the cache while that
 // first call runs and take the id. Should a claim still be lost before the
-// call is written (more than 65536 new ids pinned at once), the writer
+// call is written (more than 4096 new ids of one key, or 65536 in all,
+// pinned at once), the writer
 // never mixes owners: the call goes to the caller's own <id>@<12 hex
 // digits of its hash>. Session inference hashes
 // are salted per owner, so one client never joins another's conversation by
