@@ -3,8 +3,8 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"math/bits"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"

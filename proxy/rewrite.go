@@ -107,7 +107,7 @@ func takenBit(key string) uint8 {
 	return 0
 }
 
-// take notes a top-level request field the call needs (a key takes names).
+// take notes a top-level request field the call needs (a key of takenKeys).
 func (a *asked) take(key string, v gjson.Result, d dialect) {
 	switch key {
 	case "model":
@@ -138,8 +138,9 @@ func (a *asked) take(key string, v gjson.Result, d dialect) {
 // histories) for every field, only replaces values that are already there.
 func rewriteRequest(body []byte, d dialect, a asked, model, tokenMode, target string, capture bool, salt string) ([]byte, error) {
 	if a.dups != 0 {
-		// a key hone may set appears twice: sjson would set the first, and
-		// the engine would read the last (the agent's) value
+		// a key hone reads appears twice or spelled another way: sjson
+		// would set the first, exact spelling, and the engine would read
+		// the last (the agent's) value
 		body = lastOnly(body, a.dups)
 		fresh, _, _ := inspect(body, d)
 		a.has = fresh.has // the values are the same; their positions moved
