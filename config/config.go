@@ -91,29 +91,92 @@ func decodeYAML(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nameKeys(friendlyYAMLError(err), b)
+		return friendlyYAMLError(nameKeys(err, b))
 	}
 	return nil
 }
 
-var lineRef = regexp.MustCompile(`line (\d+): `)
+// unmarshalRef matches one of yaml.v3's "line N: cannot unmarshal !!tag
+// `value` into type" errors; value is absent for collections.
+var unmarshalRef = regexp.MustCompile("line (\\d+): (?:cannot unmarshal (!![a-z]+)(?: `([^`]*)`)?)?")
 
-// nameKeys adds the key found on each "line N:" of a YAML error, so type
-// errors name the key and not only the value.
+// nameKeys adds the key each "line N:" of a YAML error is about, so type
+// errors name the key and not only the value. The key is looked up in the
+// document's node tree (flow mappings, "? key" entries and values on a line
+// of their own included), falling back to the line's text.
 func nameKeys(err error, src []byte) error {
+	var doc yaml.Node
+	parsed := yaml.Unmarshal(src, &doc) == nil
 	lines := strings.Split(string(src), "\n")
-	msg := lineRef.ReplaceAllStringFunc(err.Error(), func(m string) string {
-		n, _ := strconv.Atoi(lineRef.FindStringSubmatch(m)[1])
-		if n < 1 || n > len(lines) {
-			return m
+	msg := unmarshalRef.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := unmarshalRef.FindStringSubmatch(m)
+		n, _ := strconv.Atoi(sub[1])
+		key, ok := "", false
+		if parsed {
+			key, ok = keyOnLine(&doc, n, sub[2], sub[3])
 		}
-		key, ok := keyAt(lines, n-1)
+		if !ok && n >= 1 && n <= len(lines) {
+			key, ok = keyAt(lines, n-1)
+			key = keyName(strings.TrimPrefix(key, "- "))
+		}
 		if !ok {
 			return m
 		}
-		return fmt.Sprintf("line %d (key %s): ", n, keyName(strings.TrimPrefix(key, "- ")))
+		return fmt.Sprintf("line %d (key %s): ", n, key) + strings.TrimPrefix(m, fmt.Sprintf("line %d: ", n))
 	})
 	return errors.New(msg)
+}
+
+// keyOnLine names the mapping key on line n whose key or value node is the
+// one a type error describes (its tag and, for a scalar, its value); without
+// such a node, the first key on line n, else the first key whose value starts
+// there ("proxy:\n  0"). A key that is itself a collection ("? [a]: 1") is
+// named by its flow-style text.
+func keyOnLine(root *yaml.Node, n int, tag, value string) (string, bool) {
+	var exact, onLine, valueOnLine *yaml.Node
+	var walk func(*yaml.Node)
+	walk = func(x *yaml.Node) {
+		for i := 0; x.Kind == yaml.MappingNode && i+1 < len(x.Content); i += 2 {
+			k, v := x.Content[i], x.Content[i+1]
+			switch {
+			case exact == nil && tag != "" && (nodeIs(k, n, tag, value) || nodeIs(v, n, tag, value)):
+				exact = k
+			case onLine == nil && k.Line == n:
+				onLine = k
+			case valueOnLine == nil && v.Line == n:
+				valueOnLine = k
+			}
+		}
+		for _, c := range x.Content {
+			walk(c)
+		}
+	}
+	walk(root)
+	if exact == nil {
+		exact = onLine
+	}
+	if exact == nil {
+		exact = valueOnLine
+	}
+	if exact == nil {
+		return "", false
+	}
+	if exact.Kind == yaml.ScalarNode {
+		return keyName(exact.Value), true
+	}
+	flow := *exact
+	flow.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&flow)
+	if err != nil {
+		return "", false
+	}
+	return strconv.Quote(strings.TrimSpace(string(b))), true
+}
+
+// nodeIs reports whether x starts on line n with the given tag and, for a
+// scalar, value.
+func nodeIs(x *yaml.Node, n int, tag, value string) bool {
+	return x.Line == n && x.ShortTag() == tag && (x.Kind != yaml.ScalarNode || x.Value == value)
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)

@@ -31,6 +31,11 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"wrong type", "proxy:\n  max_body_bytes: lots\n", nil, "line 2 (key max_body_bytes): "},
 		{"key with brackets and spaces quoted", ")0 0: 1\n", nil, `line 1 (key ")0 0"): `},
 		{"bad duration", "engine:\n  timeouts:\n    idle: soon\n", nil, "soon"},
+		{"section given a number on its own line", "proxy:\n  0\n", nil, "line 2 (key proxy): "},
+		{"section in a flow mapping", "{engine: {},\n proxy:\n  0}\n", nil, "line 3 (key proxy): "},
+		{"flow mapping names the wrong-typed key", "proxy: {listen: x, max_body_bytes: lots}\n", nil, "line 1 (key max_body_bytes): "},
+		{"complex key", "? ?\n", nil, `line 1 (key "{'': ''}"): `},
+		{"duration in a flow mapping", "engine: {timeouts: {idle: 5}}\n", nil, "line 1 (key idle): 5 is not a duration"},
 		{"bad env value", "", []string{"HONE_SELECTION_SAMPLE_RATE=half"}, "HONE_SELECTION_SAMPLE_RATE"},
 		{"bad env duration", "", []string{"HONE_ENGINE_TIMEOUTS_IDLE=5"}, "HONE_ENGINE_TIMEOUTS_IDLE"},
 	} {
