@@ -27,8 +27,9 @@ import (
 // claims cache alone would let a client that floods new ids push the claim
 // out before then, and take the id with its next call: the first client's
 // calls would be refused from then on. The janitor unpins claims the store
-// holds at each tick; one nothing stores within freshLife (a call hone
-// never recorded) lapses.
+// holds at each tick. A call that will never be stored unpins its own claim
+// (abandon: no engine answered it, the queue dropped it); one nothing
+// stores within freshLife (a call the writer refused) lapses.
 type claimBook struct {
 	mu      sync.Mutex
 	due     map[string]string         // session -> owner, written at the next flush
@@ -40,10 +41,11 @@ type claimBook struct {
 	freshRefused int                   // claims not pinned since the last prune: too many fresh
 }
 
-// freshClaim is the owner of a new session id and when it claimed it.
+// freshClaim is the owner of a new session id, the call that claimed it,
+// and when.
 type freshClaim struct {
-	owner string
-	at    time.Time
+	owner, call string
+	at          time.Time
 }
 
 // maxClaimsDue bounds the claims waiting for a flush (one janitor tick).
@@ -77,7 +79,7 @@ func (c *claimBook) pinned(id string) (owner string, ok bool) {
 // pin claims the new id for owner unless another claim of it is pinned,
 // whose owner it returns (found). With too many pinned, pinned is false
 // and the caller falls back to the claims cache.
-func (c *claimBook) pin(id, owner string, now time.Time) (holder string, found, pinned bool) {
+func (c *claimBook) pin(id, owner, call string, now time.Time) (holder string, found, pinned bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.fresh[id]; ok {
@@ -87,9 +89,21 @@ func (c *claimBook) pin(id, owner string, now time.Time) (holder string, found, 
 		c.freshRefused++
 		return "", false, false
 	}
-	c.fresh[id] = freshClaim{owner: owner, at: now}
+	c.fresh[id] = freshClaim{owner: owner, call: call, at: now}
 	c.freshOf[owner]++
 	return owner, false, true
+}
+
+// abandon unpins id's claim if call made it: that call will never be
+// stored (no engine answered it, the queue was full), so nothing would
+// unpin it before it lapses, and the pins it holds count against its
+// owner's share. The claim stays in the claims cache.
+func (c *claimBook) abandon(id, call string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.fresh[id]; ok && f.call == call {
+		c.unpin(id, f.owner)
+	}
 }
 
 // unpin drops a pinned claim (c.mu held).

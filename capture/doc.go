@@ -84,7 +84,9 @@
 // the cache and restarts. A new id's claim is pinned in memory until the
 // store holds it (the session record of its first call, or the claim key),
 // so a client flooding new ids cannot push it out of the cache while that
-// first call runs and take the id. Should a claim still be lost before the
+// first call runs and take the id (a call the proxy hands back with Abandon,
+// or the full queue drops, unpins it at once; any other lapses after an
+// hour). Should a claim still be lost before the
 // call is written (more than 4096 new ids of one key, or 65536 in all,
 // pinned at once), the writer
 // never mixes owners: the call goes to the caller's own <id>@<12 hex

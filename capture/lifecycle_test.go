@@ -790,6 +790,24 @@ func TestNewSessionClaimPinned(t *testing.T) {
 	if _, ok := s.claims.pinned("never-recorded"); ok {
 		t.Error("a claim nothing stored did not lapse")
 	}
+	// a call handed back (Abandon: no engine answered it) unpins the claim
+	// it made, and only that call's
+	if err := s.Admit(&Admission{CallID: "call-abandoned", Route: RouteChat, Model: "m", Owner: "key:victim",
+		Hone: HoneHeaders{Session: "abandoned", Train: 1}, Body: []byte(`{"messages":[]}`)}).Refused; err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon("call-other", "abandoned", "key:victim")
+	if _, ok := s.claims.pinned("abandoned"); !ok {
+		t.Fatal("another call's Abandon unpinned the claim")
+	}
+	before := s.claims.freshOf["key:victim"]
+	s.Abandon("call-abandoned", "abandoned", "key:victim")
+	if _, ok := s.claims.pinned("abandoned"); ok || s.claims.freshOf["key:victim"] != before-1 {
+		t.Error("an abandoned call's claim is still pinned")
+	}
+	if err := admit(s, "key:attacker", "abandoned", -1); !errors.Is(err, ErrSessionOwned) {
+		t.Errorf("an abandoned call's id left the claims cache: %v", err)
+	}
 	// one key's claims that are never stored (calls refused after
 	// admission) use up its own share of the pins, not everyone's
 	for i := range maxFreshPerOwner + 10 {

@@ -57,7 +57,7 @@ func owns(owner string, rec *Session) bool { return rec.Owner == owner }
 // two clients racing for a new id cannot both be told they have it; the
 // store is read only on a cache miss. A new id's claim stays pinned until
 // the store holds it (claims.go).
-func (s *Store) claim(id, owner string) error {
+func (s *Store) claim(id, owner, call string) error {
 	if owner == "" {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (s *Store) claim(id, owner string) error {
 		s.owners.Add(id, holder)
 		return checkClaim(id, holder, owner)
 	}
-	holder, found, pinned := s.claims.pin(id, owner, time.Now())
+	holder, found, pinned := s.claims.pin(id, owner, call, time.Now())
 	if !pinned {
 		holder, found, _ = s.owners.PeekOrAdd(id, owner)
 	} else {

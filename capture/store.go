@@ -207,7 +207,7 @@ func (s *Store) Admit(a *Admission) Verdict {
 			// Over-long or control characters: use a stable derived id.
 			sid = "x-" + strconv.FormatUint(selKey, 16)
 		}
-		if err := s.claim(sid, a.Owner); err != nil {
+		if err := s.claim(sid, a.Owner, a.CallID); err != nil {
 			s.m.foreign.WithLabelValues("header", "call").Inc()
 			return Verdict{Session: sid, Refused: err}
 		}
@@ -300,6 +300,16 @@ func (s *Store) countSkipped(a *Admission) {
 	}
 }
 
+// Abandon tells the store that the call Admit captured as callID (for
+// session, of owner) will never be recorded: no engine answered it, or its
+// request could not be rewritten. The new session id's claim that call
+// pinned is released now rather than after an hour (claims.go).
+func (s *Store) Abandon(callID, session, owner string) {
+	if owner != "" {
+		s.claims.abandon(session, callID)
+	}
+}
+
 // Record enqueues a captured call; the store owns c afterwards. It never
 // waits on disk: with on_full=drop a full queue drops the call and counts it
 // (and answers c.Durable with ErrQueueFull).
@@ -321,6 +331,7 @@ func (s *Store) Record(c *Call) {
 	if n := s.queued.Add(size); n > s.maxQueued && n > size { // one call always fits in an empty pipeline
 		s.queued.Add(-size)
 		s.m.dropped.Inc()
+		s.Abandon(c.ID, c.Session, c.Owner)
 		sendDurable(c, fmt.Errorf("capture call %s: %w (%d MiB queued)", c.ID, ErrQueueFull, (n-size)>>20))
 		return
 	}
@@ -329,6 +340,7 @@ func (s *Store) Record(c *Call) {
 	default:
 		s.queued.Add(-size)
 		s.m.dropped.Inc()
+		s.Abandon(c.ID, c.Session, c.Owner)
 		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrQueueFull))
 	}
 }

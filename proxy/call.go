@@ -126,8 +126,12 @@ func (c *call) done() {
 	if !c.firstEvent.IsZero() {
 		s.m.ttft.WithLabelValues(route).Observe(c.firstEvent.Sub(c.start).Seconds())
 	}
-	if !c.verdict.Capture || c.eng == nil {
-		return // not captured, or no engine ever answered
+	if !c.verdict.Capture {
+		return
+	}
+	if c.eng == nil { // no engine ever answered, or the request was refused after admission
+		s.rec.Abandon(c.id, c.verdict.Session, c.owner)
+		return
 	}
 	rec := c.record(now)
 	if c.hh.Reward != nil || c.hh.Commit {

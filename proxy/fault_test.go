@@ -90,6 +90,10 @@ func TestEngineDown(t *testing.T) {
 			t.Fatalf("status %d, want 502 or 503", r.status)
 		}
 		wantOpenAIError(t, r, r.status)
+		// the captured call is handed back: the store unpins its new session's claim
+		if got := h.rec.Abandoned(); len(got) != 1 || len(h.rec.Calls()) != 0 {
+			t.Fatalf("abandoned %v, recorded %d: want the one call abandoned", got, len(h.rec.Calls()))
+		}
 	})
 	t.Run("unhealthy but answering: panic mode", func(t *testing.T) {
 		stub := newStub(t)

@@ -17,6 +17,10 @@ type Recorder interface {
 	// recorder owns c afterwards. When c.Durable is set the recorder sends
 	// it one value once the call (and its header reward/commit) is stored.
 	Record(c *capture.Call)
+	// Abandon says that the call Admit captured as callID (in session, of
+	// owner) will never be recorded: no engine answered it, or its request
+	// could not be rewritten. The recorder releases what it holds for it.
+	Abandon(callID, session, owner string)
 }
 
 // MemRecorder is an in-memory Recorder that captures every call. Sessions
@@ -24,7 +28,9 @@ type Recorder interface {
 type MemRecorder struct {
 	mu    sync.Mutex
 	calls []*capture.Call
-	added chan struct{}
+	// abandoned are the ids of calls admitted, captured and never recorded
+	abandoned []string
+	added     chan struct{}
 }
 
 // NewMemRecorder returns an empty MemRecorder.
@@ -51,6 +57,20 @@ func (m *MemRecorder) Record(c *capture.Call) {
 	case m.added <- struct{}{}:
 	default:
 	}
+}
+
+// Abandon notes the call id (Abandoned); it holds nothing to release.
+func (m *MemRecorder) Abandon(callID, session, owner string) {
+	m.mu.Lock()
+	m.abandoned = append(m.abandoned, callID)
+	m.mu.Unlock()
+}
+
+// Abandoned returns the ids of the calls abandoned so far.
+func (m *MemRecorder) Abandoned() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.abandoned...)
 }
 
 // Calls returns the calls recorded so far.

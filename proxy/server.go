@@ -599,6 +599,7 @@ type noRecorder struct{}
 func (noRecorder) Admit(a *capture.Admission) capture.Verdict {
 	return capture.Verdict{Session: a.Hone.Session}
 }
+func (noRecorder) Abandon(callID, session, owner string) {}
 func (noRecorder) Record(c *capture.Call) {
 	if c.Durable != nil {
 		c.Durable <- errors.New("nothing is captured")
