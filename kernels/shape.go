@@ -144,15 +144,3 @@ func RoPEShape(x Tensor, pos Index, rt RoPETable) (n, width int, err error) {
 	}
 	return n, width, nil
 }
-
-// CheckF32 checks that every tensor is float32 storage (nil tensors, an
-// optional operand, pass): the operations other than MatMul's A and B,
-// Embedding's table and TokenLogProbs' h and w compute on float32 only.
-func CheckF32(op string, ts ...Tensor) error {
-	for _, t := range ts {
-		if t != nil && t.DType() != F32 {
-			return fmt.Errorf("%s: a %v tensor %v where float32 is needed", op, t.DType(), t.Shape())
-		}
-	}
-	return nil
-}

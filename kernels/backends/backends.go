@@ -21,9 +21,6 @@ const (
 	Auto     = "auto"
 )
 
-// Names lists what Open accepts.
-func Names() []string { return []string{CPU, CUDA, Emulated, Auto} }
-
 // ErrUnavailable is wrapped by Open's error when the backend exists but not
 // in this binary or not on this machine (no CUDA build, no GPU, no cgo).
 var ErrUnavailable = errors.New("backend unavailable")

@@ -2,7 +2,6 @@ package grammar
 
 import (
 	"bytes"
-	"math/bits"
 	"slices"
 )
 
@@ -129,18 +128,4 @@ func (a *Automaton) walk(v *Vocab, n int32, s *State, m []uint64) {
 			a.walk(v, c, ns, m)
 		}
 	}
-}
-
-// MaskCount is the number of set bits of a mask.
-func MaskCount(m []uint64) int {
-	n := 0
-	for _, w := range m {
-		n += bits.OnesCount64(w)
-	}
-	return n
-}
-
-// MaskHas reports whether bit id is set.
-func MaskHas(m []uint64, id int32) bool {
-	return id >= 0 && int(id)/64 < len(m) && m[id/64]&(1<<(uint(id)%64)) != 0
 }
