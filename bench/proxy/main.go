@@ -60,6 +60,7 @@ var (
 	promptIDs   = flag.String("prompt-ids", "fixed", "prompt token ids in the stub's non-streamed answers: fixed (10) or echo (one per 4 bytes of the request, as vLLM returns a long prompt's ids when asked)")
 	turns       = flag.Int("turns", 1, "chat turns per conversation (header-less; hone's session inference joins them)")
 	sessions    = flag.Bool("sessions", false, "send an X-Hone-Session per request (no session inference in hone)")
+	clientKey   = flag.String("client-key", "", "hone requires this client key (proxy.client_keys; so its calls carry an owner and a cache_salt) and every request sends it as a bearer token")
 	targetsFlag = flag.String("targets", "direct,nginx,haproxy,fasthttp,hone,hone-capture,hone-serve", "targets to measure, in order (direct first: added latency is against it); also relay, httputil")
 	dump        = flag.String("dump", "", "append every open-loop request's scheduled offset and latency to this file")
 	count       = flag.Int("count", 1, "open-loop runs per target and rate (medians are reported)")
@@ -137,7 +138,7 @@ func main() {
 			}
 			notes = append(notes, fmt.Sprintf("%s: %s (%s): %s", targetNames[name], p.version(bin), bin, p.choices(workers)))
 		default:
-			c = spawn(name, "-upstream", stub.url)
+			c = spawn(name, "-upstream", stub.url, "-client-key", *clientKey)
 		}
 		targets = append(targets, target{name, targetNames[name], c.url, c.metrics, c})
 	}
@@ -605,6 +606,9 @@ func doOnce(c *fasthttp.Client, base string, cv *conversation) (time.Duration, e
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/json")
 	req.SetBody(cv.next())
+	if *clientKey != "" {
+		req.Header.Set("Authorization", "Bearer "+*clientKey)
+	}
 	if *sessions {
 		req.Header.Set("X-Hone-Session", "bench-"+strconv.FormatUint(sessionSeq.Add(1), 10))
 	}

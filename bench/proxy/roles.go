@@ -112,7 +112,7 @@ func stopOnSignal() {
 func spawn(role string, args ...string) *child {
 	if *inprocess {
 		upstream := ""
-		if len(args) == 2 && args[0] == "-upstream" {
+		if len(args) >= 2 && args[0] == "-upstream" {
 			upstream = args[1]
 		}
 		c := local(role, upstream)
@@ -155,6 +155,9 @@ func spawnServe(bin, upstream string) *child {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HONE_LOG_LEVEL=warn")
+	if *clientKey != "" {
+		cmd.Env = append(cmd.Env, "HONE_PROXY_CLIENT_KEYS="+*clientKey)
+	}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = childAttr()
 	must(cmd.Start())
@@ -499,6 +502,9 @@ func serveFastHTTP(ln net.Listener, upstream string) func() {
 func serveHone(ln net.Listener, upstream string, captureOn bool) (func(), string) {
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: upstream}}
+	if *clientKey != "" {
+		o.ClientKeys = []string{*clientKey}
+	}
 	reg := prometheus.NewRegistry()
 	var rec proxy.Recorder
 	var store *capture.Store
