@@ -77,17 +77,24 @@ func (s *Server) annotateModel(id, raw string) json.RawMessage {
 	return b
 }
 
-// passthrough forwards any other /v1/... call unchanged and uncaptured.
+// passthrough forwards an inference route of proxy.inference_routes
+// uncaptured: unchanged but for a policy alias's target and, on the pooling
+// routes, the client key's cache_salt (saltedRoute).
 func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	model := gjson.GetBytes(ctx.PostBody(), "model").String()
 	c := &call{s: s, api: nativeSurface{passthroughDialect}, reply: native{}, dialect: passthroughDialect, start: time.Now(), sentAt: time.Now()}
+	target := ""
 	if p, release, ok := s.aliases.acquire(model); ok {
-		c.policy, c.release = p, release
-		if body, err := rewriteRequest(ctx.PostBody(), passthroughDialect, asked{}, model, "off", p.Target, false, ""); err == nil {
-			ctx.Request.SetBody(body)
-		}
+		c.policy, c.release, target = p, release, p.Target
 	} else if p, release, ok := s.acquirePinned(model); ok {
 		c.policy, c.release = p, release
+	}
+	salt := ""
+	if owner, _ := ctx.UserValue(ownerKey{}).(string); s.salts != nil && saltedRoute(string(ctx.Path())) {
+		salt = s.salts[owner]
+	}
+	if target != "" || salt != "" {
+		s.rewritePassthrough(ctx, model, target, salt)
 	}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {
@@ -115,6 +122,21 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetBody(buf.B)
 	c.done()
+}
+
+// rewritePassthrough sets a forwarded body's model to target and its
+// cache_salt to salt (either may be empty) as rewriteRequest does for the
+// APIs hone serves, duplicate keys included. A body that is not a JSON
+// object goes on unchanged: the engine answers it.
+func (s *Server) rewritePassthrough(ctx *fasthttp.RequestCtx, model, target, salt string) {
+	body := ctx.PostBody()
+	a, _, ok := inspect(body, passthroughDialect)
+	if !ok {
+		return
+	}
+	if up, err := rewriteRequest(body, passthroughDialect, a, model, "off", target, false, salt); err == nil {
+		ctx.Request.SetBody(up)
+	}
 }
 
 // BaseModels returns the base models the engines serve: the ids of

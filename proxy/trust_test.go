@@ -542,6 +542,25 @@ func TestCacheSaltPerKey(t *testing.T) {
 	if stolen := salted(h, "k2", "/v1/chat/completions", withSalt(strconv.Quote(s1.Str))); stolen.Str == s1.Str {
 		t.Errorf("k2 naming k1's salt got it: %s", stolen.Raw)
 	}
+	// the forwarded pooling routes (vLLM's prefix cache serves them too) take
+	// the key's salt, an agent's own hashed with it, duplicates normalised;
+	// tokenization is forwarded unsalted
+	const embed = `{"model":"Qwen/Qwen3-0.6B","input":"Hello!"}`
+	for _, path := range []string{"/v1/embeddings", "/v1/rerank", "/pooling", "/classify"} {
+		if got := salted(h, "k1", path, []byte(embed)); got.Str != s1.Str {
+			t.Errorf("%s: cache_salt %s, want the key's %s", path, got.Raw, s1.Raw)
+		}
+	}
+	dup := `{"model":"Qwen/Qwen3-0.6B","cache_salt":"mine","input":"Hello!","cache_salt":` + strconv.Quote(s1.Str) + `}`
+	if got := salted(h, "k2", "/v1/embeddings", []byte(dup)); got.Str == s1.Str || got.Str == s2.Str || !strings.HasPrefix(got.Str, "hone-") {
+		t.Errorf("k2 naming k1's salt twice on /v1/embeddings: %s", got.Raw)
+	}
+	if up, _ := stub.lastRequest(); bytes.Count(up, []byte(`"cache_salt"`)) != 1 {
+		t.Errorf("the engine's body: %s", up)
+	}
+	if got := salted(h, "k1", "/tokenize", []byte(`{"model":"Qwen/Qwen3-0.6B","prompt":"Hello!"}`)); got.Exists() {
+		t.Errorf("/tokenize got cache_salt %s", got.Raw)
+	}
 	for name, h := range map[string]*testHone{
 		"no keys": startHone(t, nil, stub),
 		"off":     startHone(t, func(o *Options) { o.ClientKeys, o.CacheSalt = []string{"k1"}, CacheSaltOff }, stub),
@@ -549,6 +568,9 @@ func TestCacheSaltPerKey(t *testing.T) {
 		key := map[string]string{"no keys": "", "off": "k1"}[name]
 		if got := salted(h, key, "/v1/chat/completions", chatReq(false)); got.Exists() {
 			t.Errorf("%s: the engine got cache_salt %s", name, got.Raw)
+		}
+		if got := salted(h, key, "/v1/embeddings", []byte(embed)); got.Exists() {
+			t.Errorf("%s: the engine got cache_salt %s on /v1/embeddings", name, got.Raw)
 		}
 		if got := salted(h, key, "/v1/chat/completions", withSalt(`"mine"`)); got.Str != "mine" {
 			t.Errorf("%s: the agent's cache_salt reached the engine as %s", name, got.Raw)
