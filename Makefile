@@ -77,7 +77,7 @@ test: deps
 test-long: build
 	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -timeout 30m ./capture/crashtest/
 	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestMutantsFail$$' -timeout 30m ./kernels/cuda/
-	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestAgentScopeLearnsWithGuardedRollout$$' -timeout 20m ./peers/
+	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^(TestAgentScopeLearnsWithGuardedRollout|TestCacheSaltPoolingThroughHone)$$' -timeout 20m ./peers/
 	$(GO) run ./bench/soak -hone $(BIN) -duration 2m
 	$(MAKE) fuzz
 

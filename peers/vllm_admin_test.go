@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -191,6 +193,59 @@ func TestCacheSaltThroughHone(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
+			t.Errorf("%s %s: vLLM through hone answered %d %s", c.path, c.body, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestCacheSaltPoolingThroughHone: a vLLM serving the tiny model as an
+// embedding model, with prefix caching on, takes the cache_salt hone adds to
+// the forwarded pooling routes (an agent's own salt, which vLLM itself would
+// refuse, hashed with the key's); tokenization passes unsalted. It starts a
+// vLLM of its own (about a minute), so it runs in make test-long.
+func TestCacheSaltPoolingThroughHone(t *testing.T) {
+	if os.Getenv("HONE_TEST_LONG") == "" {
+		t.Skip("starts its own vLLM (a minute): HONE_TEST_LONG=1 (make test-long) runs it")
+	}
+	needVLLM(t)
+	py := needPython(t)
+	tokDir, err := Qwen3TokenizerDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "qwen3-tiny")
+	if err := WriteQwen3Folder(dir, tokDir, "tiny", 1); err != nil {
+		t.Fatal(err)
+	}
+	v, err := StartVLLM(VLLMOptions{Python: py, ModelDir: dir, MaxModelLen: 512, LogDir: t.TempDir(),
+		ExtraArgs: []string{"--convert", "embed", "--enable-prefix-caching"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Stop)
+	url := startHoneFor(t, v, func(o *proxy.Options) { o.ClientKeys = []string{"sk-a"} })
+	for _, c := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/v1/embeddings", `{"model":%q,"input":"Hi"}`, 200},
+		{"/v1/embeddings", `{"model":%q,"input":["Hi","there"],"cache_salt":"agent's own/@salt"}`, 200},
+		{"/pooling", `{"model":%q,"input":"Hi"}`, 200},
+		{"/tokenize", `{"model":%q,"prompt":"Hi"}`, 200},
+	} {
+		req, err := http.NewRequest("POST", url+c.path, strings.NewReader(fmt.Sprintf(c.body, v.Model)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer sk-a")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
 			t.Errorf("%s %s: vLLM through hone answered %d %s", c.path, c.body, resp.StatusCode, b)
 		}
 	}
