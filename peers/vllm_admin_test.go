@@ -174,13 +174,21 @@ func startHoneFor(t *testing.T, v *VLLM, mutate func(*proxy.Options)) string {
 // checked on hone's embedded engine by TestPrefixCacheSalted.)
 func TestCacheSaltThroughHone(t *testing.T) {
 	v := needVLLM(t)
-	url := startHoneFor(t, v, func(o *proxy.Options) { o.ClientKeys = []string{"sk-a"} })
-	for _, c := range []struct{ path, body string }{
+	wantKeyedOK(t, v, [][2]string{
 		{"/v1/chat/completions", `{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`},
 		{"/v1/chat/completions", `{"model":%q,"max_tokens":2,"cache_salt":"agent's own/@salt","messages":[{"role":"user","content":"Hi"}]}`},
 		{"/v1/completions", `{"model":%q,"max_tokens":2,"prompt":"Hi"}`},
-	} {
-		req, err := http.NewRequest("POST", url+c.path, strings.NewReader(fmt.Sprintf(c.body, v.Model)))
+	})
+}
+
+// wantKeyedOK sends each call (a path and a body format taking the model
+// name) through a hone with one client key in front of v, with that key,
+// and wants every answer 200.
+func wantKeyedOK(t *testing.T, v *VLLM, calls [][2]string) {
+	t.Helper()
+	url := startHoneFor(t, v, func(o *proxy.Options) { o.ClientKeys = []string{"sk-a"} })
+	for _, c := range calls {
+		req, err := http.NewRequest("POST", url+c[0], strings.NewReader(fmt.Sprintf(c[1], v.Model)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +201,7 @@ func TestCacheSaltThroughHone(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			t.Errorf("%s %s: vLLM through hone answered %d %s", c.path, c.body, resp.StatusCode, b)
+			t.Errorf("%s %s: vLLM through hone answered %d %s", c[0], c[1], resp.StatusCode, b)
 		}
 	}
 }
@@ -223,30 +231,10 @@ func TestCacheSaltPoolingThroughHone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Stop)
-	url := startHoneFor(t, v, func(o *proxy.Options) { o.ClientKeys = []string{"sk-a"} })
-	for _, c := range []struct {
-		path, body string
-		status     int
-	}{
-		{"/v1/embeddings", `{"model":%q,"input":"Hi"}`, 200},
-		{"/v1/embeddings", `{"model":%q,"input":["Hi","there"],"cache_salt":"agent's own/@salt"}`, 200},
-		{"/pooling", `{"model":%q,"input":"Hi"}`, 200},
-		{"/tokenize", `{"model":%q,"prompt":"Hi"}`, 200},
-	} {
-		req, err := http.NewRequest("POST", url+c.path, strings.NewReader(fmt.Sprintf(c.body, v.Model)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer sk-a")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status {
-			t.Errorf("%s %s: vLLM through hone answered %d %s", c.path, c.body, resp.StatusCode, b)
-		}
-	}
+	wantKeyedOK(t, v, [][2]string{
+		{"/v1/embeddings", `{"model":%q,"input":"Hi"}`},
+		{"/v1/embeddings", `{"model":%q,"input":["Hi","there"],"cache_salt":"agent's own/@salt"}`},
+		{"/pooling", `{"model":%q,"input":"Hi"}`},
+		{"/tokenize", `{"model":%q,"prompt":"Hi"}`},
+	})
 }
