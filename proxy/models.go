@@ -93,8 +93,10 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	if owner, _ := ctx.UserValue(ownerKey{}).(string); s.salts != nil && saltedRoute(string(ctx.Path())) {
 		salt = s.salts[owner]
 	}
-	if target != "" || salt != "" {
-		s.rewritePassthrough(ctx, model, target, salt)
+	if (target != "" || salt != "") && !rewritePassthrough(ctx, model, target, salt) && salt != "" {
+		// unsalted, the call would share the engine's cache with no key's
+		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "the request body is not a JSON object", ""})
+		return
 	}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {
@@ -126,17 +128,20 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 
 // rewritePassthrough sets a forwarded body's model to target and its
 // cache_salt to salt (either may be empty) as rewriteRequest does for the
-// APIs hone serves, duplicate keys included. A body that is not a JSON
-// object goes on unchanged: the engine answers it.
-func (s *Server) rewritePassthrough(ctx *fasthttp.RequestCtx, model, target, salt string) {
+// APIs hone serves, duplicate keys included. It reports false, leaving the
+// body as it is, when the body is not a JSON object.
+func rewritePassthrough(ctx *fasthttp.RequestCtx, model, target, salt string) bool {
 	body := ctx.PostBody()
 	a, _, ok := inspect(body, passthroughDialect)
 	if !ok {
-		return
+		return false
 	}
-	if up, err := rewriteRequest(body, passthroughDialect, a, model, "off", target, false, salt); err == nil {
-		ctx.Request.SetBody(up)
+	up, err := rewriteRequest(body, passthroughDialect, a, model, "off", target, false, salt)
+	if err != nil {
+		return false
 	}
+	ctx.Request.SetBody(up)
+	return true
 }
 
 // BaseModels returns the base models the engines serve: the ids of

@@ -561,6 +561,9 @@ func TestCacheSaltPerKey(t *testing.T) {
 	if got := salted(h, "k1", "/tokenize", []byte(`{"model":"Qwen/Qwen3-0.6B","prompt":"Hello!"}`)); got.Exists() {
 		t.Errorf("/tokenize got cache_salt %s", got.Raw)
 	}
+	// a body hone cannot salt (Python's json reads NaN, gjson does not) is refused, not sent unsalted
+	nan := []byte(`{"model":"Qwen/Qwen3-0.6B","input":"Hello!","dimensions":NaN}`)
+	wantOpenAIError(t, post(t, h.url, "/v1/embeddings", nan, map[string]string{"Authorization": "Bearer k1"}), 400)
 	for name, h := range map[string]*testHone{
 		"no keys": startHone(t, nil, stub),
 		"off":     startHone(t, func(o *Options) { o.ClientKeys, o.CacheSalt = []string{"k1"}, CacheSaltOff }, stub),
