@@ -329,20 +329,23 @@ func (s *Store) Record(c *Call) {
 		return
 	}
 	if n := s.queued.Add(size); n > s.maxQueued && n > size { // one call always fits in an empty pipeline
-		s.queued.Add(-size)
-		s.m.dropped.Inc()
-		s.Abandon(c.ID, c.Session, c.Owner)
-		sendDurable(c, fmt.Errorf("capture call %s: %w (%d MiB queued)", c.ID, ErrQueueFull, (n-size)>>20))
+		s.drop(c, size, fmt.Errorf("capture call %s: %w (%d MiB queued)", c.ID, ErrQueueFull, (n-size)>>20))
 		return
 	}
 	select {
 	case s.q <- item{call: c, size: size}:
 	default:
-		s.queued.Add(-size)
-		s.m.dropped.Inc()
-		s.Abandon(c.ID, c.Session, c.Owner)
-		sendDurable(c, fmt.Errorf("capture call %s: %w", c.ID, ErrQueueFull))
+		s.drop(c, size, fmt.Errorf("capture call %s: %w", c.ID, ErrQueueFull))
 	}
+}
+
+// drop gives back the queue room Record took for c, counts c dropped,
+// releases its claim (Abandon) and answers its Durable with err.
+func (s *Store) drop(c *Call, size int64, err error) {
+	s.queued.Add(-size)
+	s.m.dropped.Inc()
+	s.Abandon(c.ID, c.Session, c.Owner)
+	sendDurable(c, err)
 }
 
 // callBytes estimates the memory a queued call holds until it is written:

@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 )
 
 // proxy.cache_salt values (Options.CacheSalt).
@@ -39,18 +40,10 @@ func agentSalt(base, raw string) string {
 	return "hone-" + hex.EncodeToString(sum[:20])
 }
 
-// saltedRoutes are the forwarded routes whose requests vLLM's prefix cache
-// serves and that take cache_salt (its pooling requests: embeddings,
-// scoring, reranking, pooling, classification). Tokenization and audio
-// (a multipart form) are forwarded unsalted.
-var saltedRoutes = map[string]bool{
-	"/v1/embeddings": true, "/v1/score": true, "/score": true, "/v1/rerank": true, "/v2/rerank": true,
-	"/rerank": true, "/pooling": true, "/classify": true,
-}
-
 // saltedRoute reports whether a forwarded call on path gets its key's
-// cache_salt.
-func saltedRoute(path string) bool { return saltedRoutes[path] }
+// cache_salt: the pooling routes do; tokenization and audio (a multipart
+// form) are forwarded unsalted.
+func saltedRoute(path string) bool { return slices.Contains(poolingRoutes, path) }
 
 // cacheSalts maps each client key's owner id to its salt, or is nil when
 // nothing is salted.

@@ -129,7 +129,7 @@ func (c *call) done() {
 	if !c.verdict.Capture {
 		return
 	}
-	if c.eng == nil { // no engine ever answered, or the request was refused after admission
+	if c.eng == nil { // no engine ever answered, or its request could not be rewritten
 		s.rec.Abandon(c.id, c.verdict.Session, c.owner)
 		return
 	}

@@ -93,10 +93,12 @@ func (s *Server) passthrough(ctx *fasthttp.RequestCtx) {
 	if owner, _ := ctx.UserValue(ownerKey{}).(string); s.salts != nil && saltedRoute(string(ctx.Path())) {
 		salt = s.salts[owner]
 	}
-	if (target != "" || salt != "") && !rewritePassthrough(ctx, model, target, salt) && salt != "" {
-		// unsalted, the call would share the engine's cache with no key's
-		c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "the request body is not a JSON object", ""})
-		return
+	if target != "" || salt != "" {
+		if !rewritePassthrough(ctx, model, target, salt) && salt != "" {
+			// unsalted, the call would share the engine's cache with no key's
+			c.failEarly(ctx, &apiError{400, "invalid_request_error", "invalid_json", "the request body is not a JSON object", ""})
+			return
+		}
 	}
 	eng, resp, aerr := s.roundTrip(ctx, model, "", "", ctx.PostBody(), ctx.Request.URI().RequestURI())
 	if aerr != nil {

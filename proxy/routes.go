@@ -22,14 +22,20 @@ import (
 // scoring, reranking, pooling, classification, audio transcription and
 // tokenization (vLLM at the root, SGLang and others under /v1).
 func DefaultInferenceRoutes() []string {
-	return []string{
-		"/v1/embeddings",
-		"/v1/score", "/score",
-		"/v1/rerank", "/v2/rerank", "/rerank",
-		"/pooling", "/classify",
+	return append(slices.Clone(poolingRoutes),
 		"/v1/audio/transcriptions", "/v1/audio/translations",
 		"/tokenize", "/detokenize", "/v1/tokenize", "/v1/detokenize",
-	}
+	)
+}
+
+// poolingRoutes are vLLM's pooling routes: embeddings, scoring, reranking,
+// pooling and classification. Their requests go through the engine's prefix
+// cache and take cache_salt (cachesalt.go).
+var poolingRoutes = []string{
+	"/v1/embeddings",
+	"/v1/score", "/score",
+	"/v1/rerank", "/v2/rerank", "/rerank",
+	"/pooling", "/classify",
 }
 
 // adminRoutes are engine administration routes of vLLM and SGLang. They
