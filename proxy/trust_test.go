@@ -12,12 +12,14 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hone-rl/hone/capture"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 )
 
 // The attacks of the trust model (README, "Security"): each test is one
@@ -583,5 +585,42 @@ func TestCacheSaltPerKey(t *testing.T) {
 	o.CacheSalt = "tenant"
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.cache_salt") {
 		t.Errorf("proxy.cache_salt: tenant: %v", err)
+	}
+}
+
+// A request is forwarded with the path hone routed on (decoded, dot
+// segments resolved, re-quoted), never the spelling the agent sent: an
+// engine, or a proxy in front of it, that resolves a spelling differently
+// cannot be steered to a route hone did not allow.
+func TestForwardedPathIsRoutedPath(t *testing.T) {
+	stub := newStub(t)
+	var mu sync.Mutex
+	var got []string
+	answer := replay(t, fixture(t, "chat", "upstream.json"), 0)
+	stub.answer = func(ctx *fasthttp.RequestCtx) {
+		mu.Lock()
+		got = append(got, string(ctx.Request.Header.RequestURI()))
+		mu.Unlock()
+		answer(ctx)
+	}
+	h := startHone(t, nil, stub)
+	for _, c := range []struct{ sent, want string }{
+		{"/v1/load_lora_adapter/..%2Fembeddings", "/v1/embeddings"},
+		{"/v1/load_lora_adapter/../embeddings?x=1", "/v1/embeddings?x=1"},
+		{"/v1//embeddings", "/v1/embeddings"},
+		{"/v1/%65mbeddings", "/v1/embeddings"},
+		{"/v1/sleep/%2e%2e/chat/completions", "/v1/chat/completions"},
+		{"/v1/chat/./completions", "/v1/chat/completions"},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		r := request(t, h.url, "POST", c.sent, []byte(`{"model":"Qwen/Qwen3-0.6B","input":"hi","messages":[{"role":"user","content":"hi"}]}`), nil)
+		mu.Lock()
+		fwd := got
+		mu.Unlock()
+		if r.status != 200 || len(fwd) != 1 || fwd[0] != c.want {
+			t.Fatalf("%s: status %d, forwarded as %q, want %q", c.sent, r.status, fwd, c.want)
+		}
 	}
 }
