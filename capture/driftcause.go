@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,8 +18,11 @@ import (
 // Drift causes, the values of hone_trajectory_drift_total's cause label.
 const (
 	// DriftToolArguments: an earlier tool call came back with the same
-	// JSON value in other bytes (spacing, key order), as most agent
-	// frameworks re-serialise arguments.
+	// JSON value in other bytes (key order, escapes, spacing), as most
+	// agent frameworks re-serialise arguments. vLLM and hone's engine parse
+	// arguments and render them with the template's tojson, so other
+	// spacing alone renders alike: it is named only when nothing else
+	// explains the drift (the model then wrote spacing tojson does not).
 	DriftToolArguments = "tool_arguments"
 	// DriftReasoning: earlier reasoning was dropped or changed, by the
 	// client or by the chat template (Qwen3's drops the <think> blocks of
@@ -126,6 +130,11 @@ func splitThink(s string) (text, reasoning string) {
 	return strings.TrimSpace(s[i+len("</think>"):]), strings.TrimSpace(r)
 }
 
+// respaced is diff's cause for tool-call arguments that differ from the
+// sampled ones in spacing only (walk reports it as DriftToolArguments
+// when nothing else explains the drift).
+const respaced = "respaced"
+
 // diff compares a message the client sent with the one at the same place
 // of an earlier conversation: "" when equal for drift's purposes, else a
 // cause and what differs. Tool-call ids do not count (templates rarely
@@ -140,7 +149,7 @@ func diff(sent, orig *driftMsg) (cause, detail string) {
 	if len(sent.calls) != len(orig.calls) {
 		return DriftEdited, fmt.Sprintf("%d tool calls where the conversation had %d", len(sent.calls), len(orig.calls))
 	}
-	reserialised := ""
+	reserialised, spacing := "", ""
 	for i := range sent.calls {
 		s, o := sent.calls[i], orig.calls[i]
 		if s.name != o.name || canonArgs(s.args) != canonArgs(o.args) {
@@ -150,7 +159,13 @@ func diff(sent, orig *driftMsg) (cause, detail string) {
 			}
 			return DriftEdited, fmt.Sprintf("tool call %d (%s) differs", i, o.name)
 		}
-		if s.args != o.args && reserialised == "" {
+		switch {
+		case s.args == o.args || reserialised != "":
+		case sameCompact(s.args, o.args):
+			if spacing == "" {
+				spacing = fmt.Sprintf("arguments of %s sent back as %s, sampled as %s (spacing only)", o.name, clip(s.args), clip(o.args))
+			}
+		default:
 			reserialised = fmt.Sprintf("arguments of %s sent back as %s, sampled as %s", o.name, clip(s.args), clip(o.args))
 		}
 	}
@@ -163,7 +178,17 @@ func diff(sent, orig *driftMsg) (cause, detail string) {
 		}
 		return DriftReasoning, "reasoning changed"
 	}
+	if spacing != "" {
+		return respaced, spacing
+	}
 	return "", ""
+}
+
+// sameCompact reports whether two JSON texts differ in insignificant
+// whitespace only (key order and escapes count).
+func sameCompact(a, b string) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, []byte(a)) == nil && json.Compact(&y, []byte(b)) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }
 
 func clip(s string) string {
@@ -225,13 +250,15 @@ type walked struct {
 	matched       int // messages of the conversation the call repeats (up to tolerated differences)
 	at            int
 	cause, detail string
+	spacedAt      int // the first message whose tool arguments differ in spacing only (-1: none)
+	spaced        string
 }
 
 // walk compares a call's messages with an earlier conversation conv (whose
 // last message is the reply hone served call e). An edit decides the cause even
 // after a tolerated difference: in tokens mode only an edit breaks the path.
 func walk(sent, conv []driftMsg, e *Call) walked {
-	w := walked{at: -1}
+	w := walked{at: -1, spacedAt: -1}
 	for i := range conv {
 		if i >= len(sent) {
 			return walked{matched: i, at: i, cause: DriftEdited, detail: fmt.Sprintf("message %d (%s) dropped", i, conv[i].role)}
@@ -240,7 +267,12 @@ func walk(sent, conv []driftMsg, e *Call) walked {
 		if cause == DriftEdited {
 			return walked{matched: i, at: i, cause: cause, detail: detail}
 		}
-		if cause != "" && w.cause == "" {
+		switch {
+		case cause == respaced:
+			if w.spacedAt < 0 {
+				w.spacedAt, w.spaced = i, detail
+			}
+		case cause != "" && w.cause == "":
 			w.at, w.cause, w.detail = i, cause, detail
 		}
 	}
@@ -257,6 +289,8 @@ func walk(sent, conv []driftMsg, e *Call) walked {
 	case gjson.GetBytes(e.Request, "chat_template_kwargs.enable_thinking").Type == gjson.False:
 		return walked{matched: w.matched, at: reply, cause: DriftReasoning,
 			detail: "the chat template drops the empty think block enable_thinking=false prompted with"}
+	case w.spacedAt >= 0:
+		return walked{matched: w.matched, at: w.spacedAt, cause: DriftToolArguments, detail: w.spaced}
 	}
 	detail := "same messages rendered to other tokens"
 	if tc := gjson.GetBytes(e.Request, "tool_choice"); len(conv[reply].calls) > 0 && (tc.IsObject() || tc.String() == "required") {

@@ -33,6 +33,7 @@ func TestClassifyDrift(t *testing.T) {
 	sampled := Choice{ToolCalls: []ToolCall{{Name: "calc", Arguments: `{"a": 6, "b": 7}`}}, Reasoning: "I need the tool."}
 	first := chatCall(t, "c1", []map[string]any{sys, user}, sampled, nil)
 	plain := chatCall(t, "c1", []map[string]any{sys, user}, Choice{Content: "42."}, nil)
+	noThink := chatCall(t, "c1", []map[string]any{sys, user}, Choice{ToolCalls: sampled.ToolCalls}, nil)
 	for _, tc := range []struct {
 		name    string
 		earlier []*Call
@@ -43,7 +44,12 @@ func TestClassifyDrift(t *testing.T) {
 		against string
 		extra   map[string]any // the new call's fields besides messages
 	}{
-		{"spacing", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a":6,"b":7}`), result}, "", DriftToolArguments, 2, "c1", nil},
+		// vLLM parses arguments and renders them with tojson: other spacing
+		// alone renders alike, so what else differs is named first
+		{"spacing, reasoning dropped", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a":6,"b":7}`), result}, "", DriftReasoning, 2, "c1", nil},
+		{"spacing only", []*Call{noThink}, []map[string]any{sys, user, toolMsg(`{"a":6,"b":7}`), result}, "", DriftToolArguments, 2, "c1", nil},
+		{"spacing, the template drops the reasoning", []*Call{first},
+			[]map[string]any{sys, user, withField(toolMsg(`{ "a": 6, "b": 7 }`), "reasoning_content", "I need the tool."), result}, "", DriftReasoning, 2, "c1", nil},
 		{"reordered keys", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"b": 7, "a": 6}`), result}, "", DriftToolArguments, 2, "c1", nil},
 		{"reasoning dropped", []*Call{first}, []map[string]any{sys, user, toolMsg(`{"a": 6, "b": 7}`), result}, "", DriftReasoning, 2, "c1", nil},
 		{"reasoning kept, the template drops it", []*Call{first},
@@ -81,6 +87,9 @@ func TestClassifyDrift(t *testing.T) {
 			}
 			d := classifyDrift(c, tc.earlier)
 			if strings.HasPrefix(tc.name, "cut") && !strings.Contains(d.Detail, "not JSON") {
+				t.Errorf("detail %q", d.Detail)
+			}
+			if tc.name == "spacing only" && !strings.Contains(d.Detail, "(spacing only)") {
 				t.Errorf("detail %q", d.Detail)
 			}
 			if strings.HasPrefix(tc.name, "forced") && !strings.Contains(d.Detail, "forced tool call") {
