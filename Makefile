@@ -190,6 +190,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzLoad ./config 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzConversationHashes ./capture 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzCarries ./capture 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzCanonArgs ./capture 20s
 
 demo: build
 	./$(BIN) demo $(ARGS)

@@ -2,11 +2,11 @@ package capture
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"strings"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
@@ -108,6 +108,10 @@ func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
 		return m, false
 	}
 	for key := range w.Members {
+		if key == "tool_calls" {
+			m.toolCalls = appendToolCallsAt(m.toolCalls, w)
+			continue
+		}
 		raw, _ := w.Value()
 		switch key {
 		case "role":
@@ -122,23 +126,88 @@ func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
 			m.name = jsonwalk.AsString(raw)
 		case "tool_call_id":
 			m.toolCallID = jsonwalk.AsString(raw)
-		case "tool_calls":
-			m.toolCalls = appendToolCalls(m.toolCalls, gjson.Parse(raw))
 		}
 	}
 	return m, true
 }
 
-// appendToolCalls appends the canonical form of each of a message's tool
-// calls.
-func appendToolCalls(dst []canonToolCall, calls gjson.Result) []canonToolCall {
-	calls.ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		dst = append(dst, canonToolCall{name: fn.Get("name").String(), args: canonArgs(fn.Get("arguments").String())})
-		return true
-	})
+// appendToolCallsAt appends the canonical form of each tool call of the
+// value at the walk's position (a message's tool_calls), read as gjson's
+// ForEach and Get read it (canon_ref_test.go's appendToolCalls): each
+// element of an array, each member's value of an object, a scalar as one
+// call; a call's first "function" member, and that object's first "name"
+// and "arguments".
+func appendToolCallsAt(dst []canonToolCall, w *jsonwalk.Walker) []canonToolCall {
+	switch w.At() {
+	case '[':
+		for range w.Elements {
+			dst = append(dst, toolCallAt(w))
+		}
+	case '{':
+		for range w.Members {
+			dst = append(dst, toolCallAt(w))
+		}
+	default:
+		w.Skip()
+		dst = append(dst, canonToolCall{})
+	}
 	return dst
 }
+
+// toolCallAt reads one tool call at the walk's position.
+func toolCallAt(w *jsonwalk.Walker) canonToolCall {
+	var tc canonToolCall
+	if w.At() != '{' {
+		w.Skip()
+		return tc
+	}
+	seen := false
+	for key := range w.Members {
+		if key != "function" || seen || w.At() != '{' {
+			seen = seen || key == "function"
+			w.Skip()
+			continue
+		}
+		seen = true
+		var name, args bool
+		for k := range w.Members {
+			raw, _ := w.Value()
+			switch {
+			case k == "name" && !name:
+				tc.name, name = jsonwalk.AsString(raw), true
+			case k == "arguments" && !args:
+				tc.args, args = argumentsOf(raw), true
+			}
+		}
+	}
+	return tc
+}
+
+// argumentsOf returns canonArgs of the arguments whose raw JSON is raw,
+// from argsMemo when those bytes were read before: an agent sends each
+// earlier tool call again, in the same bytes, with every call.
+func argumentsOf(raw string) string {
+	if len(raw) > maxMemoArgs || raw == "" || raw[0] != '"' {
+		return canonArgs(jsonwalk.AsString(raw))
+	}
+	if c, ok := argsMemo.Get(raw); ok {
+		return c
+	}
+	c := canonArgs(jsonwalk.AsString(raw))
+	if len(c) <= maxMemoArgs {
+		argsMemo.Add(strings.Clone(raw), c) // raw is a view of the agent's request
+	}
+	return c
+}
+
+// argsMemo maps tool-call arguments as written (a JSON string) to their
+// canonical form. Keys are whole texts, not hashes, so no client's input
+// can stand for another's.
+var argsMemo, _ = lru.New[string, string](2048)
+
+// maxMemoArgs bounds the arguments argsMemo keeps, and their canonical
+// forms (2048 of each: 16 MiB at most).
+const maxMemoArgs = 4 << 10
 
 // canonContent flattens string or parts content; text parts concatenate,
 // other parts keep their raw JSON.
@@ -156,20 +225,6 @@ func canonContent(c gjson.Result) string {
 		return true
 	})
 	return strings.TrimSpace(sb.String())
-}
-
-// canonArgs re-encodes JSON arguments with sorted keys and no spacing;
-// invalid JSON is kept trimmed as is.
-func canonArgs(s string) string {
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return strings.TrimSpace(s)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return strings.TrimSpace(s)
-	}
-	return string(b)
 }
 
 // replyMessage is the assistant message an agent appends for a choice.

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,6 +75,10 @@ func FuzzConversationHashes(f *testing.F) {
 		`{"messages":"nope"}`, `{"messages":[]}`, `{"messages":[{"role":"user","role":"system","content":"a","content":"b"}]}`,
 		`{"a":{"messages":[1]},"messages":[{"role":"user"}],"messages":[{"role":"system"}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("a long prompt line\n", 40) + `"}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":null},{"role":"assistant","tool_calls":"x"},{"role":"assistant","tool_calls":[]}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":{"a":{"function":{"name":"f","arguments":"{}"}},"b":1}}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":[1,{"function":"s"},{"function":{"name":1,"arguments":{"b":1,"a":[2]}},"function":{"name":"g"}},` +
+			`{"function":{"n\u0061me":"e","name":"h","name":"i","arguments":"[1, 2.0, \"\\u00e9<\"]"}}],"tool_calls":[{"function":{"name":"j"}}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -89,4 +94,77 @@ func FuzzConversationHashes(f *testing.F) {
 			t.Fatalf("%s:\nwalk %v %v %x %q\ngjson %v %v %x %q", b, ok, hs, op, got, rok, rhs, rop, want)
 		}
 	})
+}
+
+// refCanonArgs is canonArgs by encoding/json: the reference it is held to.
+func refCanonArgs(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return strings.TrimSpace(s)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return strings.TrimSpace(s)
+	}
+	return string(b)
+}
+
+// FuzzCanonArgs: canonArgs writes what encoding/json's round trip writes.
+func FuzzCanonArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"city": "Paris"}`, `{"b":1,"a":2}`, ` {"a": [1, 2.50, -0, 1e2, 1E-7, 12345678901234567890, {"z": null, "y": true}]} `,
+		`{"a":1,"a":2,"b":{"d":1,"c":[]}}`, `"a<b>&c\u2028\ud83d\ude00\ud800x\u00e9\/\t\u0001"`, `{"\u0062":1,"b":2,"a\u0000":3}`,
+		`{"path": "src/x.go", "old": "if err != nil {\n\treturn err\n}", "line": 10}`, "{\"k\": \"\xff\xfe\u2029\"}",
+		`not json`, ``, `   `, `{"a":1}x`, `[1,]`, `{"a"}`, `1e400`, `-`, `01`, `{"a":tru}`, `"\'"`, "\"\x01\"", `[[[[]]]]`, `{}`, `[]`,
+		`0.000001`, `0.0000001`, `1e21`, `123456789012345678901234`, `-1.5e-10`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := canonArgs(s), refCanonArgs(s); got != want {
+			t.Fatalf("canonArgs(%q) = %q, encoding/json %q", s, got, want)
+		}
+	})
+}
+
+func TestCanonArgsDepth(t *testing.T) {
+	for _, n := range []int{maxCanonDepth, maxCanonDepth + 1} {
+		s := strings.Repeat("[", n) + strings.Repeat("]", n)
+		if got, want := canonArgs(s), refCanonArgs(s); got != want {
+			t.Fatalf("depth %d: %.20q..., encoding/json %.20q...", n, got, want)
+		}
+	}
+}
+
+// appendToolCalls is appendToolCallsAt by gjson: the reference.
+func appendToolCalls(dst []canonToolCall, calls gjson.Result) []canonToolCall {
+	calls.ForEach(func(_, tc gjson.Result) bool {
+		fn := tc.Get("function")
+		dst = append(dst, canonToolCall{name: fn.Get("name").String(), args: refCanonArgs(fn.Get("arguments").String())})
+		return true
+	})
+	return dst
+}
+
+// argumentsOf gives canonArgs's answer whether or not argsMemo has the
+// text, keeps its own copy of the key, and keeps no oversized text.
+func TestArgumentsMemo(t *testing.T) {
+	body := []byte(`"{\"b\": 1, \"a\": \"<x>\"}"`)
+	raw := string(body) // a copy, as a view of a request would not be
+	want := canonArgs(`{"b": 1, "a": "<x>"}`)
+	for range 2 {
+		if got := argumentsOf(raw); got != want {
+			t.Fatalf("argumentsOf = %q, want %q", got, want)
+		}
+	}
+	if !argsMemo.Contains(raw) {
+		t.Fatal("not memoised")
+	}
+	big := `"` + strings.Repeat("x", maxMemoArgs) + `"`
+	if got := argumentsOf(big); got != big[1:len(big)-1] || argsMemo.Contains(big) {
+		t.Fatalf("oversized arguments: %.20q, memoised %v", got, argsMemo.Contains(big))
+	}
+	if got := argumentsOf(`{"a":1}`); got != `{"a":1}` {
+		t.Fatalf("object arguments: %q", got)
+	}
 }

@@ -215,16 +215,12 @@ func (s *Store) Admit(a *Admission) Verdict {
 	} else {
 		sid, selKey, isNew = s.inferSession(a)
 	}
-	selected, known := s.live.Get(sid)
+	selected, known := false, false
+	if !isNew { // a new id is in no cache: no lookup
+		selected, known = s.live.Get(sid)
+	}
 	if !known {
-		selected = s.decide(a, selKey)
-		if prev, ok, _ := s.live.PeekOrAdd(sid, selected); ok {
-			selected = prev
-		} else if selected {
-			s.m.sessions.WithLabelValues("captured").Inc()
-		} else {
-			s.m.sessions.WithLabelValues("skipped").Inc()
-		}
+		selected = s.remember(sid, s.decide(a, selKey), isNew)
 	}
 	if !selected {
 		s.countSkipped(a)
@@ -233,6 +229,23 @@ func (s *Store) Admit(a *Admission) Verdict {
 		}
 	}
 	return Verdict{Session: sid, Capture: selected, New: isNew}
+}
+
+// remember records a session's selection the first time it is seen, and
+// counts it; a concurrent call that recorded it first wins. A new id is in
+// no cache, so it is added without a lookup.
+func (s *Store) remember(sid string, selected, isNew bool) bool {
+	if isNew {
+		s.live.Add(sid, selected)
+	} else if prev, ok, _ := s.live.PeekOrAdd(sid, selected); ok {
+		return prev
+	}
+	if selected {
+		s.m.sessions.WithLabelValues("captured").Inc()
+	} else {
+		s.m.sessions.WithLabelValues("skipped").Inc()
+	}
+	return selected
 }
 
 // inferSession finds the open session whose last call (messages + reply)

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -129,6 +130,31 @@ func BenchmarkAdmitLongPromptLines(b *testing.B) {
 	line := strings.Repeat("Be careful. ", 6) + `Use the \"tools\".\n`
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat(line, 32768/len(line)) +
 		`"},{"role":"user","content":"Hello!"}]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		s.Admit(&Admission{CallID: "a", Route: RouteChat, Hone: HoneHeaders{Train: -1}, Body: body})
+	}
+}
+
+// BenchmarkAdmitToolHistory: Admit for a header-less coding agent's 41st
+// call: 40 earlier turns, each a tool call (a path and a few lines of
+// code as arguments) and its result, all sent again with every call.
+func BenchmarkAdmitToolHistory(b *testing.B) {
+	s := openBench(b, "drop")
+	defer s.Close()
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the bug."}`)
+	for i := range 40 {
+		fmt.Fprintf(&sb, `,{"role":"assistant","content":"","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"edit_file",`+
+			`"arguments":"{\"path\": \"src/pkg/file_%d.go\", \"old\": \"if err != nil {\\n\\treturn err\\n}\", `+
+			`\"new\": \"if err != nil {\\n\\treturn fmt.Errorf(\\\"read: %%w\\\", err)\\n}\", \"line\": %d}"}}]},`+
+			`{"role":"tool","tool_call_id":"call_%d","content":"ok"}`, i, i, 10*i, i)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	if !json.Valid(body) {
+		b.Fatal("invalid body")
+	}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		s.Admit(&Admission{CallID: "a", Route: RouteChat, Hone: HoneHeaders{Train: -1}, Body: body})
