@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/capture"
@@ -12,11 +15,15 @@ import (
 // benchChat measures a non-streaming chat call through hone to a stub, from
 // parallel clients, with the given recorder.
 func benchChat(b *testing.B, rec func(b *testing.B) Recorder) {
+	body, _ := os.ReadFile(fixture(b, "chat", "request.json"))
+	benchChatBody(b, rec, body)
+}
+
+func benchChatBody(b *testing.B, rec func(b *testing.B) Recorder, body []byte) {
 	t := &testing.T{}
 	stub := newStub(t)
 	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
 	h := startHoneRec(b, stub, rec(b))
-	body, _ := os.ReadFile(fixture(t, "chat", "request.json"))
 	c := &fasthttp.Client{MaxConnsPerHost: 256}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -50,15 +57,33 @@ func BenchmarkChatNoCapture(b *testing.B) {
 	benchChat(b, func(*testing.B) Recorder { return nil })
 }
 
-func BenchmarkChatCaptureStore(b *testing.B) {
-	benchChat(b, func(b *testing.B) Recorder {
-		s, err := capture.Open(b.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		return s
-	})
+func BenchmarkChatCaptureStore(b *testing.B) { benchChat(b, openStore) }
+
+// BenchmarkChatToolHistory is BenchmarkChatCaptureStore for a coding
+// agent's 41st call: 40 earlier edit_file calls and their results.
+func BenchmarkChatToolHistory(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the bug."}`)
+	for i := range 40 {
+		fmt.Fprintf(&sb, `,{"role":"assistant","content":"","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"edit_file",`+
+			`"arguments":"{\"path\": \"src/pkg/file_%d.go\", \"old\": \"if err != nil {\\n\\treturn err\\n}\", `+
+			`\"new\": \"if err != nil {\\n\\treturn fmt.Errorf(\\\"read: %%w\\\", err)\\n}\", \"line\": %d}"}}]},`+
+			`{"role":"tool","tool_call_id":"call_%d","content":"ok"}`, i, i, 10*i, i)
+	}
+	sb.WriteString(`]}`)
+	if !json.Valid([]byte(sb.String())) {
+		b.Fatal("invalid body")
+	}
+	benchChatBody(b, openStore, []byte(sb.String()))
+}
+
+func openStore(b *testing.B) Recorder {
+	s, err := capture.Open(b.TempDir(), capture.DefaultOptions(), prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // BenchmarkChatDirect is the baseline: the same client straight to the stub.

@@ -127,6 +127,6 @@ func splitEvents(data []byte) [][]byte {
 	return out
 }
 
-func fixture(t *testing.T, name, file string) string {
+func fixture(t testing.TB, name, file string) string {
 	return filepath.Join("testdata", "cases", name, file)
 }
