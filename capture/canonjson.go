@@ -122,6 +122,26 @@ func (c *canonScanner) open() bool {
 	return c.depth <= maxCanonDepth
 }
 
+// next reads what follows an element or a member: a comma (more is true)
+// or the container's closing byte; ok is false for anything else.
+func (c *canonScanner) next(closing byte) (more, ok bool) {
+	c.space()
+	if c.i >= len(c.s) {
+		return false, false
+	}
+	switch c.s[c.i] {
+	case ',':
+		c.i++
+		c.space()
+		return true, true
+	case closing:
+		c.i++
+		c.depth--
+		return false, true
+	}
+	return false, false
+}
+
 func (c *canonScanner) array() bool {
 	if !c.open() {
 		return false
@@ -137,23 +157,15 @@ func (c *canonScanner) array() bool {
 		if !c.value() {
 			return false
 		}
-		c.space()
-		if c.i >= len(c.s) {
+		more, ok := c.next(']')
+		if !ok {
 			return false
 		}
-		switch c.s[c.i] {
-		case ',':
-			c.i++
-			c.out = append(c.out, ',')
-			c.space()
-		case ']':
-			c.i++
-			c.depth--
+		if !more {
 			c.out = append(c.out, ']')
 			return true
-		default:
-			return false
 		}
+		c.out = append(c.out, ',')
 	}
 }
 
@@ -170,7 +182,7 @@ func (c *canonScanner) object() bool {
 		c.out = append(c.out, '{', '}')
 		return true
 	}
-	for {
+	for more := true; more; {
 		if c.i >= len(c.s) || c.s[c.i] != '"' {
 			return false
 		}
@@ -189,22 +201,9 @@ func (c *canonScanner) object() bool {
 			return false
 		}
 		c.members = append(c.members, canonMember{key: decodeJSONString(raw), start: at, end: len(c.out)})
-		c.space()
-		if c.i >= len(c.s) {
+		if more, ok = c.next('}'); !ok {
 			return false
 		}
-		switch c.s[c.i] {
-		case ',':
-			c.i++
-			c.space()
-			continue
-		case '}':
-			c.i++
-			c.depth--
-		default:
-			return false
-		}
-		break
 	}
 	c.sortMembers(start, base)
 	return true

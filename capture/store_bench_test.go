@@ -2,10 +2,10 @@ package capture
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -140,25 +140,23 @@ func BenchmarkAdmitLongPromptLines(b *testing.B) {
 // call: 40 earlier turns, each a tool call (a path and a few lines of
 // code as arguments) and its result, all sent again with every call.
 func BenchmarkAdmitToolHistory(b *testing.B) {
+	body := toolHistoryBody(b)
 	s := openBench(b, "drop")
 	defer s.Close()
-	var sb strings.Builder
-	sb.WriteString(`{"model":"m","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the bug."}`)
-	for i := range 40 {
-		fmt.Fprintf(&sb, `,{"role":"assistant","content":"","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"edit_file",`+
-			`"arguments":"{\"path\": \"src/pkg/file_%d.go\", \"old\": \"if err != nil {\\n\\treturn err\\n}\", `+
-			`\"new\": \"if err != nil {\\n\\treturn fmt.Errorf(\\\"read: %%w\\\", err)\\n}\", \"line\": %d}"}}]},`+
-			`{"role":"tool","tool_call_id":"call_%d","content":"ok"}`, i, i, 10*i, i)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
-	if !json.Valid(body) {
-		b.Fatal("invalid body")
-	}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		s.Admit(&Admission{CallID: "a", Route: RouteChat, Hone: HoneHeaders{Train: -1}, Body: body})
 	}
+}
+
+// toolHistoryBody is a coding agent's request after 40 edit_file calls
+// (testdata/requests/README.md).
+func toolHistoryBody(b *testing.B) []byte {
+	body, err := os.ReadFile("../testdata/requests/tool-history-40.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {

@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/hone-rl/hone/capture"
@@ -62,19 +59,11 @@ func BenchmarkChatCaptureStore(b *testing.B) { benchChat(b, openStore) }
 // BenchmarkChatToolHistory is BenchmarkChatCaptureStore for a coding
 // agent's 41st call: 40 earlier edit_file calls and their results.
 func BenchmarkChatToolHistory(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the bug."}`)
-	for i := range 40 {
-		fmt.Fprintf(&sb, `,{"role":"assistant","content":"","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"edit_file",`+
-			`"arguments":"{\"path\": \"src/pkg/file_%d.go\", \"old\": \"if err != nil {\\n\\treturn err\\n}\", `+
-			`\"new\": \"if err != nil {\\n\\treturn fmt.Errorf(\\\"read: %%w\\\", err)\\n}\", \"line\": %d}"}}]},`+
-			`{"role":"tool","tool_call_id":"call_%d","content":"ok"}`, i, i, 10*i, i)
+	body, err := os.ReadFile("../testdata/requests/tool-history-40.json")
+	if err != nil {
+		b.Fatal(err)
 	}
-	sb.WriteString(`]}`)
-	if !json.Valid([]byte(sb.String())) {
-		b.Fatal("invalid body")
-	}
-	benchChatBody(b, openStore, []byte(sb.String()))
+	benchChatBody(b, openStore, body)
 }
 
 func openStore(b *testing.B) Recorder {
