@@ -49,6 +49,14 @@ func badResponses(param, msg string) *apiError {
 	return &apiError{400, "invalid_request_error", "invalid_value", clipTo(msg, maxEchoMessage), param}
 }
 
+// errChainTooLarge refuses a Responses call whose conversation (the one
+// previous_response_id continues, the items it references, its input)
+// exceeds proxy.max_body_bytes: each call of a chain would otherwise bring
+// the whole conversation again, growing without bound.
+var errChainTooLarge = &apiError{413, "invalid_request_error", "request_too_large",
+	"the conversation with previous_response_id, referenced items and input exceeds the size limit (proxy.max_body_bytes)",
+	"previous_response_id"}
+
 // maxEchoMessage bounds an error message that quotes the request (a type,
 // a role, a call id): a 1 MiB type is not sent back whole.
 const maxEchoMessage = 512
@@ -87,6 +95,9 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 				"Previous response with id '" + clip(id) + "' not found.", "previous_response_id"}
 		}
 		echo.PreviousResponseID = &id
+		if b.refRoom -= len(conv); b.refRoom < 0 {
+			return nil, errChainTooLarge
+		}
 		if err := b.addConversation(conv); err != nil {
 			return nil, err
 		}
@@ -105,6 +116,9 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 	chat, choiceWarn, err := chatRequest(req, echo, b, tools)
 	if err != nil {
 		return nil, err
+	}
+	if limit := s.opts.MaxBodyBytes; limit > 0 && len(chat) > limit {
+		return nil, errChainTooLarge // what the engine would get: the conversation, references and input
 	}
 	var warns []string
 	for _, w := range []string{leftOutWarning(tools.leftOut), skippedWarning(b.skipped), choiceWarn} {

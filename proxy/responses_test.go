@@ -273,6 +273,12 @@ func TestResponsesItemReference(t *testing.T) {
 	if err == nil || err.status != 413 {
 		t.Fatalf("references to more bytes than max_body_bytes: %v, want 413", err)
 	}
+	s.opts.MaxBodyBytes = 10
+	_, err = messages("alice", byPrev)
+	s.opts.MaxBodyBytes = room
+	if err == nil || err.status != 413 || err.param != "previous_response_id" {
+		t.Fatalf("a conversation of more bytes than max_body_bytes: %v, want 413", err)
+	}
 	// store false keeps neither the conversation nor its items
 	tr, _ = responsesSurface{}.translate(s, "alice", []byte(`{"model":"m","store":false,"input":"hi"}`))
 	plain, _ := os.ReadFile(fixture(t, "chat", "upstream.json"))

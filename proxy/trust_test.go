@@ -624,3 +624,38 @@ func TestForwardedPathIsRoutedPath(t *testing.T) {
 		}
 	}
 }
+
+// A chain of previous_response_id calls cannot grow what hone holds and
+// sends past proxy.max_body_bytes: each call brings the whole conversation
+// again, so a key sending calls under the limit made the engine's request
+// (and hone's copies of it) grow by one input a call.
+func TestResponsesChainBounded(t *testing.T) {
+	stub := newStub(t)
+	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
+	h := startHone(t, func(o *Options) { o.ClientKeys = []string{"sk-a"}; o.MaxBodyBytes = 256 << 10 }, stub)
+	auth := map[string]string{"Authorization": "Bearer sk-a"}
+	call := func(input, prev string) *rawResponse {
+		body := `{"model":"Qwen/Qwen3-0.6B","input":"` + input + `"`
+		if prev != "" {
+			body += `,"previous_response_id":"` + prev + `"`
+		}
+		return post(t, h.url, "/v1/responses", []byte(body+`}`), auth)
+	}
+	big := strings.Repeat("A", 200<<10) // under the limit alone
+	r := call(big, "")
+	if r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	prev := gjson.GetBytes(r.body, "id").String()
+	served := stub.served.Load()
+	r = call(big, prev)
+	if r.status != 413 || gjson.GetBytes(r.body, "error.param").String() != "previous_response_id" || stub.served.Load() != served {
+		t.Fatalf("a second 200 KiB input on a 200 KiB conversation: %d %s, forwarded %v", r.status, r.body, stub.served.Load() != served)
+	}
+	if r = call("and now?", prev); r.status != 200 {
+		t.Fatalf("a small input on the same conversation: %d %s", r.status, r.body)
+	}
+	if req, _ := stub.lastRequest(); len(req) > 256<<10 {
+		t.Fatalf("the engine got %d bytes", len(req))
+	}
+}
