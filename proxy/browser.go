@@ -28,7 +28,7 @@ func crossSite(host, origin, fetchSite string, checkHost bool) string {
 	if origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !loopbackName(u.Hostname()) {
-			return "a web page of another origin (" + clip(origin) + ") may not use a hone plane that has no " +
+			return "a web page of another origin may not use a hone plane that has no " +
 				"credentials; give hone client keys or a control token to call it from a browser"
 		}
 	}
@@ -41,7 +41,7 @@ func crossSite(host, origin, fetchSite string, checkHost bool) string {
 			h = hh
 		}
 		if !hostAllowed(h) {
-			return "Host " + clip(host) + " is not this machine's name: a loopback listener without credentials " +
+			return "the Host header is not this machine's name: a loopback listener without credentials " +
 				"answers only requests addressed to localhost, an IP address or the machine's host name"
 		}
 	}

@@ -39,8 +39,13 @@ func TestCrossSite(t *testing.T) {
 		{"localhost", "", "same-origin", true, false},
 		{"localhost", "", "none", true, false},
 	} {
-		if why := crossSite(tc.host, tc.origin, tc.site, tc.checkHost); (why != "") != tc.refused {
+		why := crossSite(tc.host, tc.origin, tc.site, tc.checkHost)
+		if (why != "") != tc.refused {
 			t.Errorf("host %q origin %q site %q checkHost %v: %q, want refused %v", tc.host, tc.origin, tc.site, tc.checkHost, why, tc.refused)
+		}
+		// errors never echo the request's head
+		if tc.origin != "" && strings.Contains(why, tc.origin) || tc.host != "" && strings.Contains(why, tc.host) {
+			t.Errorf("host %q origin %q: the refusal quotes them: %q", tc.host, tc.origin, why)
 		}
 	}
 }
