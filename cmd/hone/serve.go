@@ -57,6 +57,9 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Debug("go runtime", "gc_percent", gcPercent, "memory_limit_bytes", memLimit)
+	if w := openControlWarning(&c); w != "" {
+		log.Warn(w)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gpu.Open().Collector()) // hone_gpu_*: NVML's GPU count, memory and utilisation (count 0 without a GPU)
@@ -299,4 +302,15 @@ func closeLogged(log *slog.Logger, what string, fn func() error) {
 func newHTTPServer(h http.Handler, maxHeader int) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: max(64<<10, maxHeader)}
+}
+
+// openControlWarning says when client keys separate agents on the data
+// plane while the control plane, which reads and rewards every client's
+// sessions, takes no token: any process on the host then reaches it.
+func openControlWarning(c *config.Config) string {
+	if len(c.Proxy.ClientKeys) == 0 || c.Proxy.ControlToken != "" {
+		return ""
+	}
+	return "proxy.client_keys is set but proxy.control_token is not: any process on this host can read and reward " +
+		"every client's sessions on the control plane (" + c.Proxy.ControlListen + "); set proxy.control_token"
 }
