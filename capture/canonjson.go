@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/hone-rl/hone/internal/jsonenc"
 )
 
 // canonArgs is the canonical form of tool-call arguments that session
@@ -91,7 +93,7 @@ func (c *canonScanner) value() bool {
 	case b == '"':
 		raw, ok := c.str()
 		if ok {
-			c.out = appendGoString(c.out, decodeJSONString(raw))
+			c.out = jsonenc.AppendString(c.out, decodeJSONString(raw))
 		}
 		return ok
 	case b == 't':
@@ -224,7 +226,7 @@ func (c *canonScanner) sortMembers(start, base int) {
 		if c.out[len(c.out)-1] != '{' {
 			c.out = append(c.out, ',')
 		}
-		c.out = appendGoString(c.out, m.key)
+		c.out = jsonenc.AppendString(c.out, m.key)
 		c.out = append(c.out, ':')
 		c.out = append(c.out, c.scratch[m.start-start:m.end-start]...)
 	}
@@ -408,50 +410,4 @@ func decodeJSONString(raw string) string {
 		i += 2
 	}
 	return string(b)
-}
-
-// appendGoString is encoding/json's string encoding (HTML characters,
-// U+2028 and U+2029 escaped; s is valid UTF-8).
-func appendGoString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			start = i + size
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

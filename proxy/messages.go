@@ -56,7 +56,8 @@ func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
 
 // messagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
 // what was left out of the engine's request.
-func messagesChatWarn(req gjson.Result, count bool) ([]byte, []string, *apiError) {
+func messagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError) {
+	req := readObject(doc)
 	model := req.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
 		return nil, nil, badMessages("model: Field required")
@@ -158,7 +159,7 @@ func messagesChatWarn(req gjson.Result, count bool) ([]byte, []string, *apiError
 		out["stream"] = true
 		out["stream_options"] = map[string]any{"include_usage": true}
 	}
-	body, merr := json.Marshal(out)
+	body, merr := marshalRequest(out)
 	if merr != nil {
 		return nil, nil, badMessages("cannot build the engine request: " + merr.Error())
 	}

@@ -17,6 +17,12 @@ func benchChat(b *testing.B, rec func(b *testing.B) Recorder) {
 }
 
 func benchChatBody(b *testing.B, rec func(b *testing.B) Recorder, body []byte) {
+	benchPost(b, rec, "/v1/chat/completions", body)
+}
+
+// benchPost measures calls of path with body through hone to a stub
+// answering every call with the chat fixture.
+func benchPost(b *testing.B, rec func(b *testing.B) Recorder, path string, body []byte) {
 	t := &testing.T{}
 	stub := newStub(t)
 	stub.answer = replay(t, fixture(t, "chat", "upstream.json"), 0)
@@ -26,7 +32,7 @@ func benchChatBody(b *testing.B, rec func(b *testing.B) Recorder, body []byte) {
 	b.RunParallel(func(pb *testing.PB) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		for pb.Next() {
-			req.SetRequestURI(h + "/v1/chat/completions")
+			req.SetRequestURI(h + path)
 			req.Header.SetMethod("POST")
 			req.SetBody(body)
 			if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
@@ -64,6 +70,17 @@ func BenchmarkChatToolHistory(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchChatBody(b, openStore, body)
+}
+
+// BenchmarkMessagesCodingAgent: a Claude Code-shaped /v1/messages call
+// (a 15 KB system prompt, 20 tools, 40 turns of tool_use and a file's
+// lines as tool_result: testdata/requests) through hone with a store.
+func BenchmarkMessagesCodingAgent(b *testing.B) {
+	body, err := os.ReadFile("../testdata/requests/messages-coding-40.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchPost(b, openStore, "/v1/messages", body)
 }
 
 func openStore(b *testing.B) Recorder {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/hone-rl/hone/internal/jsonenc"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -62,7 +63,7 @@ var errChainTooLarge = &apiError{413, "invalid_request_error", "request_too_larg
 const maxEchoMessage = 512
 
 func (responsesSurface) translate(s *Server, owner string, body []byte) (*translation, *apiError) {
-	req := gjson.ParseBytes(body)
+	req := readObject(gjson.ParseBytes(body))
 	echo := respRequest{Model: req.Get("model").String(), ParallelToolCalls: true, Store: true,
 		Instructions: rawOr(req.Get("instructions"), "null"), MaxOutputTokens: rawOr(req.Get("max_output_tokens"), "null"),
 		Temperature: rawOr(req.Get("temperature"), "1"), TopP: rawOr(req.Get("top_p"), "1"),
@@ -126,7 +127,7 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 			warns = append(warns, w)
 		}
 	}
-	conv, _ := json.Marshal(b.msgs)
+	conv, _ := appendChatMessages(nil, b.msgs)
 	enc := newResponsesEncoder(s, owner, echo, conv)
 	enc.ts, enc.warns = tools, warns
 	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
@@ -141,7 +142,7 @@ func rawOr(v gjson.Result, def string) json.RawMessage {
 
 // chatRequest assembles the engine's chat completions request; it returns
 // a warning when tool_choice named a tool the engine is not offered.
-func chatRequest(req gjson.Result, echo respRequest, b *chatBuilder, ts *respToolSet) ([]byte, string, *apiError) {
+func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) ([]byte, string, *apiError) {
 	msgs := b.msgs
 	if ins := req.Get("instructions"); ins.Exists() && ins.Type != gjson.Null {
 		if ins.Type != gjson.String {
@@ -197,7 +198,7 @@ func chatRequest(req gjson.Result, echo respRequest, b *chatBuilder, ts *respToo
 		out["stream"] = true
 		out["stream_options"] = map[string]any{"include_usage": true}
 	}
-	body, err := json.Marshal(out)
+	body, err := marshalRequest(out)
 	if err != nil {
 		return nil, "", badResponses("", "cannot build the engine request: "+err.Error())
 	}
@@ -242,10 +243,8 @@ type chatToolCall struct {
 	} `json:"function"`
 }
 
-func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
-}
+// jsonString is s as a JSON string, as json.Marshal writes it.
+func jsonString(s string) json.RawMessage { return jsonenc.AppendString(nil, s) }
 
 // chatBuilder turns Responses input items into chat messages: consecutive
 // function calls join one assistant message (parallel tool calls), reasoning

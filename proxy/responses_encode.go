@@ -396,7 +396,7 @@ func (e *responsesEncoder) keep() {
 	if m.Content == nil && len(m.ToolCalls) == 0 {
 		m.Content = jsonString("")
 	}
-	b, err := json.Marshal(append(msgs, m))
+	b, err := appendChatMessages(nil, append(msgs, m))
 	if err == nil {
 		e.s.responses.put(e.owner, e.id, b, e.transient)
 	}

@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/hone-rl/hone/internal/jsonenc"
+	"github.com/tidwall/gjson"
+)
+
+// The chat requests hone builds from Messages and Responses calls carry the
+// whole conversation, every call: json.Marshal validated and compacted
+// each message's content again (a quarter of hone's CPU on a coding agent's
+// 80 KB Messages call). These write the same bytes (chatjson_test.go holds
+// them to json.Marshal), copying content that is already compact.
+
+// marshalRequest writes out as json.Marshal writes a map[string]any (keys
+// sorted), with a []chatMessage value written by appendChatMessages.
+func marshalRequest(out map[string]any) ([]byte, error) {
+	keys := make([]string, 0, len(out))
+	for k := range out {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(jsonenc.AppendString(b, k), ':')
+		var err error
+		if msgs, ok := out[k].([]chatMessage); ok {
+			b, err = appendChatMessages(b, msgs)
+		} else {
+			var v []byte
+			v, err = json.Marshal(out[k])
+			b = append(b, v...)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendChatMessages appends msgs as json.Marshal writes them.
+func appendChatMessages(b []byte, msgs []chatMessage) ([]byte, error) {
+	if msgs == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendChatMessage(b, &msgs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendChatMessage writes chatMessage's fields in their order, leaving out
+// the empty ones its omitempty tags leave out.
+func appendChatMessage(b []byte, m *chatMessage) ([]byte, error) {
+	b = jsonenc.AppendString(append(b, `{"role":`...), m.Role)
+	if len(m.Content) > 0 {
+		var err error
+		if b, err = jsonenc.AppendRaw(append(b, `,"content":`...), m.Content); err != nil {
+			return nil, err
+		}
+	}
+	if m.ReasoningContent != "" {
+		b = jsonenc.AppendString(append(b, `,"reasoning_content":`...), m.ReasoningContent)
+	}
+	if len(m.ToolCalls) > 0 {
+		calls, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"tool_calls":`...), calls...)
+	}
+	if m.ToolCallID != "" {
+		b = jsonenc.AppendString(append(b, `,"tool_call_id":`...), m.ToolCallID)
+	}
+	return append(b, '}'), nil
+}
+
+// object is a JSON object whose members are read once: Get returns the
+// first member of a name, as gjson.Result.Get does for a plain key, without
+// scanning the object again. Messages and Responses requests are read for a
+// dozen keys, each of which gjson found by skipping the conversation before
+// it.
+type object struct {
+	gjson.Result
+	members map[string]gjson.Result
+}
+
+func readObject(r gjson.Result) object {
+	o := object{Result: r, members: map[string]gjson.Result{}}
+	r.ForEach(func(k, v gjson.Result) bool {
+		if _, seen := o.members[k.Str]; !seen {
+			o.members[k.Str] = v
+		}
+		return true
+	})
+	return o
+}
+
+// Get returns the member named by path's first dot-separated part, and the
+// rest of path within it as gjson reads it.
+func (o object) Get(path string) gjson.Result {
+	key, rest, nested := strings.Cut(path, ".")
+	v := o.members[key]
+	if nested {
+		return v.Get(rest)
+	}
+	return v
+}
