@@ -119,3 +119,13 @@ func (o object) Get(path string) gjson.Result {
 	}
 	return v
 }
+
+// contentString is a JSON string value as chat content: passed on as the
+// agent wrote it when that is json.Marshal's form, written again otherwise
+// (the same bytes either way).
+func contentString(v gjson.Result) json.RawMessage {
+	if jsonenc.Encoded(v.Raw) {
+		return json.RawMessage(v.Raw)
+	}
+	return jsonString(v.String())
+}

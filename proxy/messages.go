@@ -204,7 +204,7 @@ func (b *anthBuilder) addSystem(sys gjson.Result) *apiError {
 		return nil
 	case sys.Type == gjson.String:
 		if sys.String() != "" {
-			b.msgs = append(b.msgs, chatMessage{Role: "system", Content: jsonString(sys.String())})
+			b.msgs = append(b.msgs, chatMessage{Role: "system", Content: contentString(sys)})
 		}
 		return nil
 	case sys.IsArray():
@@ -263,7 +263,7 @@ func (b *anthBuilder) addMessage(i int, m gjson.Result) *apiError {
 	if c.Type == gjson.String {
 		switch role {
 		case "user", "assistant", "system":
-			b.msgs = append(b.msgs, chatMessage{Role: role, Content: jsonString(c.String())})
+			b.msgs = append(b.msgs, chatMessage{Role: role, Content: contentString(c)})
 			return nil
 		}
 	} else if !c.IsArray() {
@@ -361,7 +361,7 @@ func toolResultContent(at string, c gjson.Result) (json.RawMessage, *apiError) {
 	case !c.Exists() || c.Type == gjson.Null:
 		return jsonString(""), nil
 	case c.Type == gjson.String:
-		return jsonString(c.String()), nil
+		return contentString(c), nil
 	case !c.IsArray():
 		return nil, badMessages(at + ".content: Input should be a string or a list of content blocks")
 	}

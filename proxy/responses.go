@@ -148,7 +148,7 @@ func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) 
 		if ins.Type != gjson.String {
 			return nil, "", badResponses("instructions", "instructions must be a string")
 		}
-		msgs = append([]chatMessage{{Role: "system", Content: jsonString(ins.String())}}, msgs...)
+		msgs = append([]chatMessage{{Role: "system", Content: contentString(ins)}}, msgs...)
 	}
 	msgs = mergeLeadingSystem(msgs)
 	out := map[string]any{"model": echo.Model, "messages": msgs}
@@ -282,7 +282,7 @@ func (b *chatBuilder) addConversation(conv []byte) *apiError {
 func (b *chatBuilder) addInput(in gjson.Result) *apiError {
 	switch {
 	case in.Type == gjson.String:
-		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: jsonString(in.String())})
+		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: contentString(in)})
 		return nil
 	case in.IsArray():
 		var err *apiError
@@ -449,7 +449,7 @@ func (b *chatBuilder) addFunctionCall(it gjson.Result, name, args string) *apiEr
 // parts) into chat content: a string when it is all text, else parts.
 func chatContent(c gjson.Result) (json.RawMessage, *apiError) {
 	if c.Type == gjson.String {
-		return jsonString(c.String()), nil
+		return contentString(c), nil
 	}
 	if !c.IsArray() {
 		return nil, badResponses("input", "message content must be a string or a list of parts")

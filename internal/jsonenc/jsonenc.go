@@ -9,6 +9,7 @@ package jsonenc
 import (
 	"encoding/json"
 	"unicode/utf8"
+	"unsafe"
 )
 
 const hex = "0123456789abcdef"
@@ -80,42 +81,128 @@ func AppendRaw(b []byte, raw []byte) ([]byte, error) {
 	return append(b, out...), nil
 }
 
+// Encoded reports whether raw is a JSON string literal that AppendString
+// writes unchanged from the string it holds: json.Marshal's own form. Such
+// a string from a request (most content: text, tool results) can be
+// passed on as it is, not decoded and encoded again.
+func Encoded(raw string) bool { return stringLiteral(raw, true) }
+
 // plainString reports whether raw is one valid JSON string literal, in
 // valid UTF-8, without a byte that compacting for HTML would change.
 func plainString(raw []byte) bool {
+	return stringLiteral(unsafe.String(unsafe.SliceData(raw), len(raw)), false)
+}
+
+// stringLiteral reports whether raw is one valid JSON string literal in
+// valid UTF-8 without <, >, &, U+2028 or U+2029; strict also refuses the
+// escapes AppendString would not write (\/ and \u). Runs of eight plain
+// bytes are passed over a word at a time: content is most of a
+// conversation's bytes.
+func stringLiteral(raw string, strict bool) bool {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return false
 	}
 	in := raw[1 : len(raw)-1]
-	if !utf8.Valid(in) {
-		return false
-	}
-	for i := 0; i < len(in); i++ {
-		switch c := in[i]; {
-		case c == '"' || c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0xe2: // 0xe2 opens U+2028 and U+2029
-			return false
-		case c == '\\':
-			if i++; i == len(in) {
+	for i := 0; i < len(in); {
+		if i+8 <= len(in) && plain8(load64(in[i:])) {
+			i += 8
+			continue
+		}
+		for end := min(i+8, len(in)); i < end; { // the word that held something: byte by byte
+			n := plainAt(in, i, strict)
+			if n == 0 {
 				return false
 			}
-			switch in[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+5 > len(in) {
-					return false
-				}
-				for _, h := range in[i+1 : i+5] {
-					if !isHex(h) {
-						return false
-					}
-				}
-				i += 4
-			default:
-				return false
-			}
+			i += n
 		}
 	}
 	return true
 }
+
+func load64(s string) uint64 {
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// plainAt returns how many bytes from in[i] are a plain character, a valid
+// escape or a rune AppendString writes as it is; 0 for anything else.
+func plainAt(in string, i int, strict bool) int {
+	switch c := in[i]; {
+	case c >= utf8.RuneSelf:
+		r, size := utf8.DecodeRuneInString(in[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return 0
+		}
+		return size
+	case c == '"' || c < 0x20 || c == '<' || c == '>' || c == '&':
+		return 0
+	case c == '\\':
+		return escapeLen(in[i:], strict)
+	}
+	return 1
+}
+
+// escapeLen is the length of the valid escape e starts with, 0 if none (or,
+// when strict, if AppendString would write its character otherwise).
+func escapeLen(e string, strict bool) int {
+	if len(e) < 2 {
+		return 0
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case '/':
+		if strict {
+			return 0
+		}
+		return 2
+	case 'u':
+		if len(e) < 6 {
+			return 0
+		}
+		for i := 2; i < 6; i++ {
+			if !isHex(e[i]) {
+				return 0
+			}
+		}
+		if strict && !writesU(e[2:6]) {
+			return 0
+		}
+		return 6
+	}
+	return 0
+}
+
+// writesU reports whether AppendString writes the character of \u<h> as
+// that escape: a control character without a short escape, <, >, & or
+// U+2028 and U+2029, in lowercase hex.
+func writesU(h string) bool {
+	switch h {
+	case "2028", "2029", "003c", "003e", "0026":
+		return true
+	}
+	if h[:2] != "00" || h[2] > '1' || h[3] >= 'A' && h[3] <= 'F' {
+		return false
+	}
+	switch h[2:] {
+	case "08", "09", "0a", "0c", "0d": // \b \t \n \f \r
+		return false
+	}
+	return true
+}
+
+// plain8 reports whether the eight bytes of v are all printable ASCII
+// other than ", \, <, > and &.
+func plain8(v uint64) bool {
+	bad := v | (v-0x20*ones)&^v // non-ASCII, or below 0x20
+	bad |= zeroByte(v^'"'*ones) | zeroByte(v^'\\'*ones) | zeroByte(v^'<'*ones) | zeroByte(v^'>'*ones) | zeroByte(v^'&'*ones)
+	return bad&highs == 0
+}
+
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// zeroByte has a high bit set where x has a zero byte (and possibly above
+// one): nonzero exactly when x has one.
+func zeroByte(x uint64) uint64 { return (x - ones) &^ x }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }

@@ -3,7 +3,9 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var seeds = []string{
@@ -38,4 +40,74 @@ func FuzzAppendRaw(f *testing.F) {
 			t.Fatalf("AppendRaw(%q) = %s, %v; json.Marshal %s, %v", raw, got, err, want, werr)
 		}
 	})
+}
+
+// Every byte value at every place of a string long enough for the
+// word-at-a-time pass: AppendRaw writes json.Marshal's bytes.
+func TestAppendRawEveryByte(t *testing.T) {
+	for c := range 256 {
+		for at := range 20 {
+			in := []byte(`"` + strings.Repeat("a", 20) + `"`)
+			in[1+at] = byte(c)
+			want, werr := json.Marshal(json.RawMessage(in))
+			got, err := AppendRaw(nil, in)
+			if (err != nil) != (werr != nil) || err == nil && !bytes.Equal(got, want) {
+				t.Fatalf("byte %#x at %d: %q, %v; json.Marshal %q, %v", c, at, got, err, want, werr)
+			}
+		}
+	}
+}
+
+// FuzzEncoded: a literal Encoded accepts is what AppendString writes of
+// the string json.Unmarshal reads from it.
+func FuzzEncoded(f *testing.F) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !Encoded(raw) {
+			return
+		}
+		var s string
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			t.Fatalf("Encoded(%q), but json.Unmarshal: %v", raw, err)
+		}
+		if got := AppendString(nil, s); string(got) != raw {
+			t.Fatalf("Encoded(%q), but AppendString writes %s", raw, got)
+		}
+	})
+}
+
+// Encoded takes what AppendString writes, and every byte value at every
+// place of a long literal is judged right.
+func TestEncoded(t *testing.T) {
+	for _, s := range seeds {
+		if !utf8.ValidString(s) {
+			continue // AppendString writes \ufffd for a byte of invalid UTF-8, which reads back as U+FFFD
+		}
+		if raw := string(AppendString(nil, s)); !Encoded(raw) {
+			t.Errorf("Encoded(%q) is false for AppendString's own output", raw)
+		}
+	}
+	for c := range 0x80 {
+		if raw := string(AppendString(nil, "x"+string(rune(c)))); !Encoded(raw) {
+			t.Errorf("Encoded(%q) is false for AppendString's own output", raw)
+		}
+	}
+	for _, raw := range []string{`"\u0041"`, `"\u00e9"`, `"\u000A"`, `"\u000a"`, `"\u003C"`, `"\/"`, `"\ufffd"`, `"\u0020"`, `"\ud83d\ude00"`} {
+		if Encoded(raw) {
+			t.Errorf("Encoded(%s): AppendString writes its string otherwise", raw)
+		}
+	}
+	for c := range 256 {
+		for at := range 20 {
+			in := []byte(`"` + strings.Repeat("a", 20) + `"`)
+			in[1+at] = byte(c)
+			var s string
+			ok := json.Unmarshal(in, &s) == nil && string(AppendString(nil, s)) == string(in)
+			if Encoded(string(in)) != ok {
+				t.Fatalf("byte %#x at %d: Encoded %v, want %v", c, at, !ok, ok)
+			}
+		}
+	}
 }
