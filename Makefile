@@ -191,6 +191,9 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzConversationHashes ./capture 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzCarries ./capture 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzCanonArgs ./capture 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAppendString ./internal/jsonenc 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAppendRaw ./internal/jsonenc 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzEncoded ./internal/jsonenc 20s
 
 demo: build
 	./$(BIN) demo $(ARGS)
