@@ -26,7 +26,8 @@
 //   - Per call, in order: cors.go (CORS for proxy.cors_origins), browser.go
 //     (a browser's cross-site request to a plane without credentials
 //     refused), headers.go (hone's headers and
-//     credentials, any spelling), aliases.go and rollout.go (policy aliases, guarded
+//     credentials, any spelling), cachesalt.go (each client key's cache_salt,
+//     so keys share no engine prefix cache), aliases.go and rollout.go (policy aliases, guarded
 //     rollouts), rewrite.go (the request rewrite), continuity.go (the glue to
 //     package continuity, token continuity), forward.go (the round trip,
 //     retried on another engine before any byte reached the agent), pool.go
