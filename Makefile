@@ -75,6 +75,7 @@ test: deps
 # rollouts (about 2 minutes), 2 minutes of soak at 500 calls/s, and the
 # fuzz targets make fuzz lists, 20-30 s each.
 test-long: build
+	$(GO) test -race -count=1 -timeout 20m ./capture ./proxy/... ./internal/...
 	HONE_CRASH_ROUNDS=100 $(GO) test -count=1 -run TestCrash -timeout 30m ./capture/crashtest/
 	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^TestMutantsFail$$' -timeout 30m ./kernels/cuda/
 	HONE_TEST_LONG=1 $(GO) test -count=1 -run '^(TestAgentScopeLearnsWithGuardedRollout|TestCacheSaltPoolingThroughHone)$$' -timeout 20m ./peers/

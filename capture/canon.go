@@ -48,7 +48,7 @@ var sepUnit, sepRecord, sepGroup = []byte{0x1f}, []byte{0x1e}, []byte{0x1d}
 // the hash up to the first user message (the conversation's opening, used as
 // the selection key of inferred sessions). ok is false without messages.
 func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
-	return conversationHashes(body, nil)
+	return conversationHashes(body, 0, nil)
 }
 
 // conversationHashes is prefixHashes that also hands text the canonical
@@ -57,7 +57,7 @@ func prefixHashes(body []byte) (hs []uint64, opening uint64, ok bool) {
 // once with jsonwalk (long prompts are most of a call's bytes: gjson
 // scanned each message three times, byte by byte) and stops after the
 // messages; invalid JSON up to there is not ok.
-func conversationHashes(body []byte, text func(string)) (hs []uint64, opening uint64, ok bool) {
+func conversationHashes(body []byte, salt uint64, text func(string)) (hs []uint64, opening uint64, ok bool) {
 	if len(body) == 0 {
 		return nil, 0, false
 	}
@@ -77,7 +77,7 @@ func conversationHashes(body []byte, text func(string)) (hs []uint64, opening ui
 			return nil, 0, false
 		}
 		for range w.Elements {
-			m, isObject := canonMessageAt(&w)
+			m, isObject := canonMessageAt(&w, salt)
 			h = m.extend(d, h)
 			hs = append(hs, h)
 			if !openingSet && m.role == "user" {
@@ -102,14 +102,14 @@ func conversationHashes(body []byte, text func(string)) (hs []uint64, opening ui
 // messages) into its canonical form; isObject is false for an element that
 // is not an object (it has no fields). canon_ref_test.go keeps gjson's
 // reading as the reference.
-func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
+func canonMessageAt(w *jsonwalk.Walker, salt uint64) (m canonMessage, isObject bool) {
 	if w.At() != '{' {
 		w.Skip()
 		return m, false
 	}
 	for key := range w.Members {
 		if key == "tool_calls" {
-			m.toolCalls = appendToolCallsAt(m.toolCalls, w)
+			m.toolCalls = appendToolCallsAt(m.toolCalls, w, salt)
 			continue
 		}
 		raw, _ := w.Value()
@@ -137,15 +137,15 @@ func canonMessageAt(w *jsonwalk.Walker) (m canonMessage, isObject bool) {
 // element of an array, each member's value of an object, a scalar as one
 // call; a call's first "function" member, and that object's first "name"
 // and "arguments".
-func appendToolCallsAt(dst []canonToolCall, w *jsonwalk.Walker) []canonToolCall {
+func appendToolCallsAt(dst []canonToolCall, w *jsonwalk.Walker, salt uint64) []canonToolCall {
 	switch w.At() {
 	case '[':
 		for range w.Elements {
-			dst = append(dst, toolCallAt(w))
+			dst = append(dst, toolCallAt(w, salt))
 		}
 	case '{':
 		for range w.Members {
-			dst = append(dst, toolCallAt(w))
+			dst = append(dst, toolCallAt(w, salt))
 		}
 	default:
 		w.Skip()
@@ -155,7 +155,7 @@ func appendToolCallsAt(dst []canonToolCall, w *jsonwalk.Walker) []canonToolCall 
 }
 
 // toolCallAt reads one tool call at the walk's position.
-func toolCallAt(w *jsonwalk.Walker) canonToolCall {
+func toolCallAt(w *jsonwalk.Walker, salt uint64) canonToolCall {
 	var tc canonToolCall
 	if w.At() != '{' {
 		w.Skip()
@@ -176,7 +176,7 @@ func toolCallAt(w *jsonwalk.Walker) canonToolCall {
 			case k == "name" && !name:
 				tc.name, name = jsonwalk.AsString(raw), true
 			case k == "arguments" && !args:
-				tc.args, args = argumentsOf(raw), true
+				tc.args, args = argumentsOf(raw, salt), true
 			}
 		}
 	}
@@ -184,26 +184,33 @@ func toolCallAt(w *jsonwalk.Walker) canonToolCall {
 }
 
 // argumentsOf returns canonArgs of the arguments whose raw JSON is raw,
-// from argsMemo when those bytes were read before: an agent sends each
-// earlier tool call again, in the same bytes, with every call.
-func argumentsOf(raw string) string {
+// from argsMemo when the same owner (salt: ownerSalt) sent those bytes
+// before: an agent sends each earlier tool call again, in the same bytes,
+// with every call.
+func argumentsOf(raw string, salt uint64) string {
 	if len(raw) > maxMemoArgs || raw == "" || raw[0] != '"' {
 		return canonArgs(jsonwalk.AsString(raw))
 	}
-	if c, ok := argsMemo.Get(raw); ok {
+	if c, ok := argsMemo.Get(memoKey{salt, raw}); ok {
 		return c
 	}
 	c := canonArgs(jsonwalk.AsString(raw))
 	if len(c) <= maxMemoArgs {
-		argsMemo.Add(strings.Clone(raw), c) // raw is a view of the agent's request
+		argsMemo.Add(memoKey{salt, strings.Clone(raw)}, c) // raw is a view of the agent's request
 	}
 	return c
 }
 
-// argsMemo maps tool-call arguments as written (a JSON string) to their
-// canonical form. Keys are whole texts, not hashes, so no client's input
-// can stand for another's.
-var argsMemo, _ = lru.New[string, string](2048)
+// argsMemo maps tool-call arguments as written (a JSON string) by an owner
+// to their canonical form. Keys are whole texts, not hashes, so no input
+// can stand for another's; and the owner's, so a hit (a microsecond
+// sooner) tells no client what another sent.
+var argsMemo, _ = lru.New[memoKey, string](2048)
+
+type memoKey struct {
+	salt uint64
+	raw  string
+}
 
 // maxMemoArgs bounds the arguments argsMemo keeps, and their canonical
 // forms (2048 of each: 16 MiB at most).

@@ -84,11 +84,11 @@ func FuzzConversationHashes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !gjson.ValidBytes(b) {
-			conversationHashes(b, func(string) {}) // no panic
+			conversationHashes(b, 0, func(string) {}) // no panic
 			return
 		}
 		var got, want []string
-		hs, op, ok := conversationHashes(b, func(s string) { got = append(got, s) })
+		hs, op, ok := conversationHashes(b, 0, func(s string) { got = append(got, s) })
 		rhs, rop, rok := refConversationHashes(b, func(s string) { want = append(want, s) })
 		if ok != rok || !reflect.DeepEqual(hs, rhs) || op != rop || ok && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s:\nwalk %v %v %x %q\ngjson %v %v %x %q", b, ok, hs, op, got, rok, rhs, rop, want)
@@ -153,18 +153,18 @@ func TestArgumentsMemo(t *testing.T) {
 	raw := string(body) // a copy, as a view of a request would not be
 	want := canonArgs(`{"b": 1, "a": "<x>"}`)
 	for range 2 {
-		if got := argumentsOf(raw); got != want {
+		if got := argumentsOf(raw, 1); got != want {
 			t.Fatalf("argumentsOf = %q, want %q", got, want)
 		}
 	}
-	if !argsMemo.Contains(raw) {
-		t.Fatal("not memoised")
+	if !argsMemo.Contains(memoKey{1, raw}) || argsMemo.Contains(memoKey{2, raw}) {
+		t.Fatal("not memoised for its owner alone")
 	}
 	big := `"` + strings.Repeat("x", maxMemoArgs) + `"`
-	if got := argumentsOf(big); got != big[1:len(big)-1] || argsMemo.Contains(big) {
-		t.Fatalf("oversized arguments: %.20q, memoised %v", got, argsMemo.Contains(big))
+	if got := argumentsOf(big, 1); got != big[1:len(big)-1] || argsMemo.Contains(memoKey{1, big}) {
+		t.Fatalf("oversized arguments: %.20q, memoised %v", got, argsMemo.Contains(memoKey{1, big}))
 	}
-	if got := argumentsOf(`{"a":1}`); got != `{"a":1}` {
+	if got := argumentsOf(`{"a":1}`, 1); got != `{"a":1}` {
 		t.Fatalf("object arguments: %q", got)
 	}
 }

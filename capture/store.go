@@ -257,14 +257,14 @@ func (s *Store) inferSession(a *Admission) (id string, key uint64, isNew bool) {
 		id := NewID()
 		return id, xxhash.Sum64String(id), true
 	}
+	// The owner's salt: one client's call never joins another's conversation.
+	salt := ownerSalt(a.Owner)
 	var texts []string // what a compacting agent's summary may sit in, read in the same pass
-	hs, opening, ok := conversationHashes(a.Body, func(t string) { texts = append(texts, t) })
+	hs, opening, ok := conversationHashes(a.Body, salt, func(t string) { texts = append(texts, t) })
 	if !ok {
 		id := NewID()
 		return id, xxhash.Sum64String(id), true
 	}
-	// The owner's salt: one client's call never joins another's conversation.
-	salt := ownerSalt(a.Owner)
 	s.pending.Add(a.CallID, pendingHash{hs[len(hs)-1], salt})
 	for i := len(hs) - 1; i >= 0; i-- {
 		if id, ok := s.infer.Get(hs[i] ^ salt); ok {

@@ -81,9 +81,9 @@ func rawExchange(t *testing.T, url string, req []byte, timeout time.Duration) ([
 func TestLimits(t *testing.T) {
 	stub := newStub(t)
 	stub.answer = replay(t, fixture(t, "chat_stream", "upstream.sse"), 150*time.Millisecond)
-	var logs bytes.Buffer
-	h := startHone(t, func(o *Options) { o.MaxHeaderBytes, o.ReadTimeout = 8<<10, 300*time.Millisecond }, stub)
-	h.s.srv.Logger = serverLog{slog.New(slog.NewTextHandler(&logs, nil))}
+	var logs lockedBuffer // the server logs while the test reads
+	h := startHoneLog(t, NewMemRecorder(), func(o *Options) { o.MaxHeaderBytes, o.ReadTimeout = 8<<10, 300*time.Millisecond },
+		slog.New(slog.NewTextHandler(&logs, nil)), stub)
 
 	t.Run("large headers within the limit", func(t *testing.T) {
 		r := post(t, h.url, "/v1/chat/completions", chatReq(false), map[string]string{"Cookie": strings.Repeat("c", 6<<10)})
@@ -136,8 +136,8 @@ func TestLimits(t *testing.T) {
 			t.Fatalf("stream cut: status %d err %v body %q", r.status, r.readErr, r.body)
 		}
 	})
-	if strings.Contains(logs.String(), "sk-") {
-		t.Fatalf("a credential reached the log: %s", logs.String())
+	if out := logs.take(); strings.Contains(out, "sk-") {
+		t.Fatalf("a credential reached the log: %s", out)
 	}
 }
 
