@@ -92,16 +92,29 @@ func appendChatMessage(b []byte, m *chatMessage) ([]byte, error) {
 // first member of a name, as gjson.Result.Get does for a plain key, without
 // scanning the object again. Messages and Responses requests are read for a
 // dozen keys, each of which gjson found by skipping the conversation before
-// it.
+// it. Only the keys of requestKeys are kept, so a body of a million keys
+// costs no map of a million entries.
 type object struct {
 	gjson.Result
 	members map[string]gjson.Result
 }
 
+// requestKeys are the top-level keys the Messages and Responses
+// translations read.
+var requestKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	for _, k := range strings.Fields(`input instructions max_output_tokens max_tokens messages metadata model output_config
+		parallel_tool_calls previous_response_id reasoning stop_sequences store stream system temperature text
+		tool_choice tools top_k top_p user`) {
+		keys[k] = true
+	}
+	return keys
+}()
+
 func readObject(r gjson.Result) object {
-	o := object{Result: r, members: map[string]gjson.Result{}}
+	o := object{Result: r, members: make(map[string]gjson.Result, 16)}
 	r.ForEach(func(k, v gjson.Result) bool {
-		if _, seen := o.members[k.Str]; !seen {
+		if _, seen := o.members[k.Str]; !seen && requestKeys[k.Str] {
 			o.members[k.Str] = v
 		}
 		return true
@@ -110,9 +123,13 @@ func readObject(r gjson.Result) object {
 }
 
 // Get returns the member named by path's first dot-separated part, and the
-// rest of path within it as gjson reads it.
+// rest of path within it as gjson reads it; a key outside requestKeys is
+// looked up in the object as gjson does.
 func (o object) Get(path string) gjson.Result {
 	key, rest, nested := strings.Cut(path, ".")
+	if !requestKeys[key] {
+		return o.Result.Get(path)
+	}
 	v := o.members[key]
 	if nested {
 		return v.Get(rest)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // appendChatMessages and marshalRequest write json.Marshal's bytes, and
@@ -38,5 +40,20 @@ func TestChatJSONMatchesMarshal(t *testing.T) {
 	}
 	if _, err := marshalRequest(map[string]any{"messages": bad}); err == nil {
 		t.Fatal("invalid content in a request: no error")
+	}
+}
+
+// object.Get answers as gjson's Get, for the keys it keeps and the others,
+// repeated keys and nested paths included.
+func TestObjectGet(t *testing.T) {
+	doc := `{"model":"a","x":1,"model":"b","output_config":{"format":{"type":"json_schema"}},"stream":true,"messages":[1]}`
+	o := readObject(gjson.Parse(doc))
+	for _, path := range []string{"model", "x", "output_config.format", "output_config.format.type", "stream", "messages", "nope", "tools"} {
+		if got, want := o.Get(path), gjson.Get(doc, path); got.Raw != want.Raw || got.Exists() != want.Exists() {
+			t.Errorf("Get(%q) = %q, gjson %q", path, got.Raw, want.Raw)
+		}
+	}
+	if len(o.members) != 4 {
+		t.Errorf("kept %d members, want the 4 of requestKeys", len(o.members))
 	}
 }
