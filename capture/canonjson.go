@@ -26,8 +26,8 @@ func canonArgs(s string) string {
 	defer canonScanners.Put(c)
 	*c = canonScanner{s: s, out: c.out[:0], members: c.members[:0], scratch: c.scratch[:0]}
 	b, ok := c.document()
-	if cap(c.out) > maxPooledCanon || cap(c.scratch) > maxPooledCanon {
-		c.out, c.scratch = nil, nil // a large one-off is not kept
+	if cap(c.out) > maxPooledCanon || cap(c.scratch) > maxPooledCanon || cap(c.members) > maxPooledCanon/64 {
+		c.out, c.scratch, c.members = nil, nil, nil // a large one-off is not kept
 	}
 	if !ok {
 		return strings.TrimSpace(s)
