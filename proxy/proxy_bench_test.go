@@ -13,10 +13,6 @@ import (
 // parallel clients, with the given recorder.
 func benchChat(b *testing.B, rec func(b *testing.B) Recorder) {
 	body, _ := os.ReadFile(fixture(b, "chat", "request.json"))
-	benchChatBody(b, rec, body)
-}
-
-func benchChatBody(b *testing.B, rec func(b *testing.B) Recorder, body []byte) {
 	benchPost(b, rec, "/v1/chat/completions", body)
 }
 
@@ -69,7 +65,7 @@ func BenchmarkChatToolHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchChatBody(b, openStore, body)
+	benchPost(b, openStore, "/v1/chat/completions", body)
 }
 
 // BenchmarkMessagesCodingAgent: a Claude Code-shaped /v1/messages call
