@@ -196,7 +196,9 @@ func argumentsOf(raw string, salt uint64) string {
 	}
 	c := canonArgs(jsonwalk.AsString(raw))
 	if len(c) <= maxMemoArgs {
-		argsMemo.Add(memoKey{salt, strings.Clone(raw)}, c) // raw is a view of the agent's request
+		// raw, and c when it is not JSON (canonArgs gives it back trimmed),
+		// are views of the agent's request, whose buffer is reused.
+		argsMemo.Add(memoKey{salt, strings.Clone(raw)}, strings.Clone(c))
 	}
 	return c
 }

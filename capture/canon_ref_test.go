@@ -167,4 +167,14 @@ func TestArgumentsMemo(t *testing.T) {
 	if got := argumentsOf(`{"a":1}`, 1); got != `{"a":1}` {
 		t.Fatalf("object arguments: %q", got)
 	}
+	// Arguments that are not JSON come back as written: what the memo
+	// keeps must not be a view of a request buffer that is then reused.
+	buf := []byte(`"not json"`)
+	if got := argumentsOf(unsafe.String(&buf[0], len(buf)), 3); got != "not json" {
+		t.Fatalf("non-JSON arguments: %q", got)
+	}
+	copy(buf, `"XXXXXXXX"`)
+	if got := argumentsOf(`"not json"`, 3); got != "not json" {
+		t.Fatalf("memo holds a view of a reused buffer: %q", got)
+	}
 }
