@@ -179,6 +179,8 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesRequest ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesStream ./proxy 30s -fuzzminimizetime 200x
 	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesRequest ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesWalk ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzObjectGet ./proxy 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesStream ./proxy 30s -fuzzminimizetime 200x
 	GO=$(GO) scripts/fuzz/run.sh FuzzRedactHead ./proxy 30s -fuzzminimizetime 200x
 	GO=$(GO) scripts/fuzz/run.sh FuzzRedactError ./proxy 30s -fuzzminimizetime 200x

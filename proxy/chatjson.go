@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hone-rl/hone/internal/jsonenc"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 )
 
@@ -16,7 +17,8 @@ import (
 // them to json.Marshal), copying content that is already compact.
 
 // marshalRequest writes out as json.Marshal writes a map[string]any (keys
-// sorted), with a []chatMessage value written by appendChatMessages.
+// sorted), with a []chatMessage value written by appendChatMessages and a
+// marshaled one copied.
 func marshalRequest(out map[string]any) ([]byte, error) {
 	keys := make([]string, 0, len(out))
 	for k := range out {
@@ -30,12 +32,15 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 		}
 		b = append(jsonenc.AppendString(b, k), ':')
 		var err error
-		if msgs, ok := out[k].([]chatMessage); ok {
-			b, err = appendChatMessages(b, msgs)
-		} else {
-			var v []byte
-			v, err = json.Marshal(out[k])
+		switch v := out[k].(type) {
+		case []chatMessage:
+			b, err = appendChatMessages(b, v)
+		case marshaled:
 			b = append(b, v...)
+		default:
+			var enc []byte
+			enc, err = json.Marshal(v)
+			b = append(b, enc...)
 		}
 		if err != nil {
 			return nil, err
@@ -43,6 +48,9 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 	}
 	return append(b, '}'), nil
 }
+
+// marshaled is a value already written by json.Marshal.
+type marshaled []byte
 
 // appendChatMessages appends msgs as json.Marshal writes them.
 func appendChatMessages(b []byte, msgs []chatMessage) ([]byte, error) {
@@ -66,7 +74,9 @@ func appendChatMessages(b []byte, msgs []chatMessage) ([]byte, error) {
 // the empty ones its omitempty tags leave out.
 func appendChatMessage(b []byte, m *chatMessage) ([]byte, error) {
 	b = jsonenc.AppendString(append(b, `{"role":`...), m.Role)
-	if len(m.Content) > 0 {
+	if len(m.Content) > 0 && m.encoded {
+		b = append(append(b, `,"content":`...), m.Content...)
+	} else if len(m.Content) > 0 {
 		var err error
 		if b, err = jsonenc.AppendRaw(append(b, `,"content":`...), m.Content); err != nil {
 			return nil, err
@@ -113,12 +123,18 @@ var requestKeys = func() map[string]bool {
 
 func readObject(r gjson.Result) object {
 	o := object{Result: r, members: make(map[string]gjson.Result, 16)}
-	r.ForEach(func(k, v gjson.Result) bool {
-		if _, seen := o.members[k.Str]; !seen && requestKeys[k.Str] {
-			o.members[k.Str] = v
+	if !r.IsObject() {
+		return o
+	}
+	w := jsonwalk.New(r.Raw) // faster than gjson's ForEach over the conversation
+	for key := range w.Members {
+		if _, seen := o.members[key]; seen || !requestKeys[key] {
+			w.Skip()
+			continue
 		}
-		return true
-	})
+		raw, _ := w.Value()
+		o.members[key] = gjson.Parse(raw) // what ForEach gives, but its Index
+	}
 	return o
 }
 
@@ -137,12 +153,12 @@ func (o object) Get(path string) gjson.Result {
 	return v
 }
 
-// contentString is a JSON string value as chat content: passed on as the
+// contentString is a JSON string value (raw: its text) as chat content: passed on as the
 // agent wrote it when that is json.Marshal's form, written again otherwise
 // (the same bytes either way).
-func contentString(v gjson.Result) json.RawMessage {
-	if jsonenc.Encoded(v.Raw) {
-		return json.RawMessage(v.Raw)
+func contentString(raw string) json.RawMessage {
+	if jsonenc.Encoded(raw) {
+		return json.RawMessage(raw)
 	}
-	return jsonString(v.String())
+	return jsonString(jsonwalk.AsString(raw))
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/hone-rl/hone/internal/jsonwalk"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -46,14 +48,36 @@ func TestChatJSONMatchesMarshal(t *testing.T) {
 // object.Get answers as gjson's Get, for the keys it keeps and the others,
 // repeated keys and nested paths included.
 func TestObjectGet(t *testing.T) {
-	doc := `{"model":"a","x":1,"model":"b","output_config":{"format":{"type":"json_schema"}},"stream":true,"messages":[1]}`
+	doc := ` {"m\u006fdel":"a\n\u00e9","x":1,"model":"b","output_config":{"format":{"type":"json_schema"}},"stream":true,"messages":[1],` +
+		`"temperature":1.50,"top_k":-0,"store":null,"user":false}`
 	o := readObject(gjson.Parse(doc))
-	for _, path := range []string{"model", "x", "output_config.format", "output_config.format.type", "stream", "messages", "nope", "tools"} {
-		if got, want := o.Get(path), gjson.Get(doc, path); got.Raw != want.Raw || got.Exists() != want.Exists() {
-			t.Errorf("Get(%q) = %q, gjson %q", path, got.Raw, want.Raw)
+	for _, path := range []string{"model", "x", "output_config.format", "output_config.format.type", "stream", "messages", "nope", "tools",
+		"temperature", "top_k", "store", "user"} {
+		got, want := o.Get(path), gjson.Get(doc, path)
+		if got.Raw != want.Raw || got.Exists() != want.Exists() || got.Type != want.Type || got.Str != want.Str || got.Num != want.Num {
+			t.Errorf("Get(%q) = %+v, gjson %+v", path, got, want)
 		}
 	}
-	if len(o.members) != 4 {
-		t.Errorf("kept %d members, want the 4 of requestKeys", len(o.members))
+	if len(o.members) != 8 {
+		t.Errorf("kept %d members, want the 8 of requestKeys", len(o.members))
 	}
+}
+
+// FuzzObjectGet: on a valid object, Get of every key readObject keeps
+// answers as gjson's Get does.
+func FuzzObjectGet(f *testing.F) {
+	f.Add(`{"model":"a","x":1,"model":"b","stream":true,"messages":[1],"temperature":1.50,"user":null}`)
+	f.Add(`{"m\u006fdel":"a\n\u00e9","max_tokens":-0,"tools":{"a":[]},"store":false,"input":"\ud83d\ude00"}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		if !jsonwalk.Valid(doc) {
+			return
+		}
+		o := readObject(gjson.Parse(doc))
+		for key := range requestKeys {
+			got, want := o.Get(key), gjson.Get(doc, key)
+			if got.Raw != want.Raw || got.Type != want.Type || got.Str != want.Str || got.Num != want.Num {
+				t.Fatalf("%s: Get(%q) = %+v, gjson %+v", doc, key, got, want)
+			}
+		}
+	})
 }

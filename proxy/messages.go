@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hone-rl/hone/capture"
+	"github.com/hone-rl/hone/internal/jsonenc"
 	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
@@ -31,9 +32,9 @@ func (messagesSurface) label() string                                    { retur
 func (messagesSurface) dialect() dialect                                 { return chatDialect }
 func (messagesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { writeAnthropicError(ctx, e) }
 
-func (messagesSurface) translate(_ *Server, _ string, body []byte) (*translation, *apiError) {
+func (messagesSurface) translate(_ *Server, owner string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
-	chat, warns, err := messagesChatWarn(req, false)
+	chat, warns, err := messagesChatWarn(req, false, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -48,15 +49,15 @@ func badMessages(msg string) *apiError {
 
 // messagesChat builds the engine's chat completions request from a Messages
 // request. count is set for count_tokens, whose requests carry no
-// max_tokens and never stream.
-func messagesChat(req gjson.Result, count bool) ([]byte, *apiError) {
-	chat, _, err := messagesChatWarn(req, count)
+// max_tokens and never stream. owner is the caller's (anthToolsOf).
+func messagesChat(req gjson.Result, count bool, owner string) ([]byte, *apiError) {
+	chat, _, err := messagesChatWarn(req, count, owner)
 	return chat, err
 }
 
 // messagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
 // what was left out of the engine's request.
-func messagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError) {
+func messagesChatWarn(doc gjson.Result, count bool, owner string) ([]byte, []string, *apiError) {
 	req := readObject(doc)
 	model := req.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
@@ -75,21 +76,10 @@ func messagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError
 		out["max_tokens"] = n
 	}
 	b := &anthBuilder{calls: map[string]bool{}, skipped: map[string]int{}}
-	if err := b.addSystem(req.Get("system")); err != nil {
+	if err := b.addSystem(jval(req.Get("system").Raw)); err != nil {
 		return nil, nil, err
 	}
-	msgs := req.Get("messages")
-	if !msgs.IsArray() || len(msgs.Array()) == 0 {
-		return nil, nil, badMessages("messages: Field required (a non-empty list)")
-	}
-	var err *apiError
-	i := 0
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		err = b.addMessage(i, m)
-		i++
-		return err == nil
-	})
-	if err != nil {
+	if err := b.addMessages(jval(req.Get("messages").Raw)); err != nil {
 		return nil, nil, err
 	}
 	out["messages"] = b.msgs
@@ -97,13 +87,13 @@ func messagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError
 		// a final assistant message is a prefill: the model continues it
 		out["continue_final_message"], out["add_generation_prompt"] = true, false
 	}
-	tools, err := anthTools(req.Get("tools"))
+	tools, err := anthToolsOf(req.Get("tools"), owner)
 	if err != nil {
 		return nil, nil, err
 	}
 	var warns []string
 	if len(tools.chat) > 0 {
-		out["tools"] = tools.chat
+		out["tools"] = tools.json
 	}
 	if tc := req.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null {
 		choice, parallel, err := anthToolChoice(tc)
@@ -191,263 +181,410 @@ func positiveInt(v gjson.Result) (int64, bool) {
 }
 
 // anthBuilder turns Messages system and messages into chat messages. Every
-// tool_result must answer a tool_use of an earlier assistant message.
+// tool_result must answer a tool_use of an earlier assistant message. It
+// reads the messages in one walk over their bytes (a coding agent's
+// conversation is most of its call, sent again with every call):
+// messages_ref_test.go keeps gjson's reading as the reference.
 type anthBuilder struct {
 	msgs    []chatMessage
 	calls   map[string]bool // tool_use ids so far
 	skipped map[string]int  // server tool blocks left out, by type
+	blocks  []inBlock       // the message being added's, reused
 }
 
-func (b *anthBuilder) addSystem(sys gjson.Result) *apiError {
+// add appends m, whose content is in json.Marshal's form: every content
+// the builder writes comes from contentString, jsonString or chatParts.
+func (b *anthBuilder) add(m chatMessage) {
+	m.encoded = true
+	b.msgs = append(b.msgs, m)
+}
+
+// inMessage is an element of a request's messages as addMessages reads it.
+type inMessage struct {
+	object        bool
+	role, content jval
+	blocks        []inBlock // content's, when it is a list
+}
+
+// inBlock is a content block's members that a translation reads (the
+// first of each name).
+type inBlock struct {
+	typ, text, thinking, id, name, input, toolUseID, content, source jval
+}
+
+// readBlock reads the block at the walk's position; a value that is not an
+// object has no members.
+func readBlock(w *jsonwalk.Walker) inBlock {
+	var bl inBlock
+	if w.At() != '{' {
+		w.Skip()
+		return bl
+	}
+	for key := range w.Members {
+		switch key {
+		case "type":
+			setFirst(&bl.typ, w)
+		case "text":
+			setFirst(&bl.text, w)
+		case "thinking":
+			setFirst(&bl.thinking, w)
+		case "id":
+			setFirst(&bl.id, w)
+		case "name":
+			setFirst(&bl.name, w)
+		case "input":
+			setFirst(&bl.input, w)
+		case "tool_use_id":
+			setFirst(&bl.toolUseID, w)
+		case "content":
+			setFirst(&bl.content, w)
+		case "source":
+			setFirst(&bl.source, w)
+		default:
+			w.Skip()
+		}
+	}
+	return bl
+}
+
+// readBlocks appends the blocks of the list at the walk's position to dst.
+func readBlocks(w *jsonwalk.Walker, dst []inBlock) []inBlock {
+	for range w.Elements {
+		dst = append(dst, readBlock(w))
+	}
+	return dst
+}
+
+// blocksOf reads the blocks of the list v.
+func blocksOf(v jval, dst []inBlock) []inBlock {
+	w := jsonwalk.New(string(v))
+	return readBlocks(&w, dst)
+}
+
+func (b *anthBuilder) addSystem(sys jval) *apiError {
 	switch {
-	case !sys.Exists() || sys.Type == gjson.Null:
+	case sys.isNull():
 		return nil
-	case sys.Type == gjson.String:
-		if sys.String() != "" {
-			b.msgs = append(b.msgs, chatMessage{Role: "system", Content: contentString(sys)})
+	case sys.isString():
+		if c := contentString(string(sys)); string(c) != `""` {
+			b.add(chatMessage{Role: "system", Content: c})
 		}
 		return nil
-	case sys.IsArray():
-		c, err := textOnly(sys, "system")
+	case sys.isArray():
+		c, err := textOnly(blocksOf(sys, nil), "system")
 		if err != nil {
 			return err
 		}
 		if c != nil {
-			b.msgs = append(b.msgs, chatMessage{Role: "system", Content: c})
+			b.add(chatMessage{Role: "system", Content: c})
 		}
 		return nil
 	}
 	return badMessages("system: Input should be a string or a list of text blocks")
 }
 
-// textOnly is the chat content of a list of text blocks (nil when empty).
-func textOnly(blocks gjson.Result, where string) (json.RawMessage, *apiError) {
-	var parts []map[string]any
-	var err *apiError
-	i := 0
-	blocks.ForEach(func(_, bl gjson.Result) bool {
-		if typ := bl.Get("type").String(); typ != "text" {
-			err = badMessages(where + "." + strconv.Itoa(i) + ": block type '" + typ + "' is not supported here (text only)")
-			return false
+// addMessages adds the messages of the list msgs, each read as it is
+// walked over.
+func (b *anthBuilder) addMessages(msgs jval) *apiError {
+	if !msgs.isArray() {
+		return errNoMessages
+	}
+	w := jsonwalk.New(string(msgs))
+	n := 0
+	for i := range w.Elements {
+		m := b.readMessage(&w)
+		if err := b.addMessage(i, &m); err != nil {
+			return err
 		}
-		parts = append(parts, map[string]any{"type": "text", "text": bl.Get("text").String()})
-		i++
-		return true
-	})
-	if err != nil || len(parts) == 0 {
-		return nil, err
+		n++
 	}
-	return partsContent(parts), nil
+	if w.Bad() {
+		return errBadJSON
+	}
+	if n == 0 {
+		return errNoMessages
+	}
+	return nil
 }
 
-// partsContent is chat content for parts: a string for one text part, the
-// parts otherwise (engines join text parts with "\n", as for any chat request).
-func partsContent(parts []map[string]any) json.RawMessage {
-	if len(parts) == 0 {
-		return jsonString("")
+var errNoMessages = badMessages("messages: Field required (a non-empty list)")
+
+// readMessage reads the message at the walk's position: its role, and its
+// content, whose blocks when it is a list are read in the same pass.
+func (b *anthBuilder) readMessage(w *jsonwalk.Walker) inMessage {
+	var m inMessage
+	if w.At() != '{' {
+		w.Skip()
+		return m
 	}
-	if len(parts) == 1 && parts[0]["type"] == "text" {
-		return jsonString(parts[0]["text"].(string))
+	m.object = true
+	b.blocks = b.blocks[:0]
+	for key := range w.Members {
+		switch {
+		case key == "role":
+			setFirst(&m.role, w)
+		case key == "content" && m.content == "" && w.At() == '[':
+			start := w.Pos()
+			b.blocks = readBlocks(w, b.blocks)
+			m.content, m.blocks = jval(w.Doc()[start:w.Pos()]), b.blocks
+		case key == "content":
+			setFirst(&m.content, w)
+		default:
+			w.Skip()
+		}
 	}
-	b, _ := json.Marshal(parts)
-	return b
+	return m
 }
 
-func (b *anthBuilder) addMessage(i int, m gjson.Result) *apiError {
-	where := "messages." + strconv.Itoa(i)
-	if !m.IsObject() {
-		return badMessages(where + ": Input should be an object")
+func (b *anthBuilder) addMessage(i int, m *inMessage) *apiError {
+	where := func() string { return "messages." + strconv.Itoa(i) }
+	if !m.object {
+		return badMessages(where() + ": Input should be an object")
 	}
-	role := m.Get("role").String()
-	c := m.Get("content")
-	if c.Type == gjson.String {
+	role := m.role.String()
+	if m.content.isString() {
 		switch role {
 		case "user", "assistant", "system":
-			b.msgs = append(b.msgs, chatMessage{Role: role, Content: contentString(c)})
+			b.add(chatMessage{Role: role, Content: contentString(string(m.content))})
 			return nil
 		}
-	} else if !c.IsArray() {
-		return badMessages(where + ".content: Input should be a string or a list of content blocks")
+	} else if !m.content.isArray() {
+		return badMessages(where() + ".content: Input should be a string or a list of content blocks")
 	}
 	switch role {
 	case "user":
-		return b.addUser(where, c)
+		return b.addUser(where, m.blocks)
 	case "assistant":
-		return b.addAssistant(where, c)
+		return b.addAssistant(where, m.blocks)
 	case "system":
-		content, err := textOnly(c, where+".content")
+		content, err := textOnly(m.blocks, where()+".content")
 		if err != nil {
 			return err
 		}
 		if content == nil {
 			content = jsonString("")
 		}
-		b.msgs = append(b.msgs, chatMessage{Role: "system", Content: content})
+		b.add(chatMessage{Role: "system", Content: content})
 		return nil
 	}
-	return badMessages(where + ".role: Input should be 'user' or 'assistant'")
+	return badMessages(where() + ".role: Input should be 'user' or 'assistant'")
+}
+
+// blockAt names a block in an error: where it is, then .content.<j>.
+func blockAt(where func() string, j int) string {
+	return where() + ".content." + strconv.Itoa(j)
+}
+
+// textOnly is the chat content of a list of text blocks (nil when empty).
+func textOnly(blocks []inBlock, where string) (json.RawMessage, *apiError) {
+	var parts chatParts
+	for i := range blocks {
+		if typ := blocks[i].typ.String(); typ != "text" {
+			return nil, badMessages(where + "." + strconv.Itoa(i) + ": block type '" + typ + "' is not supported here (text only)")
+		}
+		parts.text(blocks[i].text)
+	}
+	if parts.n == 0 {
+		return nil, nil
+	}
+	return parts.content(), nil
 }
 
 // addUser adds a user turn: its tool results first, as tool messages right
 // after the assistant's tool calls (Anthropic puts tool_result blocks first
 // in the turn), then its text and images as one user message.
-func (b *anthBuilder) addUser(where string, blocks gjson.Result) *apiError {
-	var parts []map[string]any
-	var results []chatMessage
-	var err *apiError
-	j := 0
-	blocks.ForEach(func(_, bl gjson.Result) bool {
-		at := where + ".content." + strconv.Itoa(j)
-		j++
-		switch typ := bl.Get("type").String(); typ {
+func (b *anthBuilder) addUser(where func() string, blocks []inBlock) *apiError {
+	var parts chatParts
+	nMsgs := len(b.msgs)
+	for j := range blocks {
+		bl := &blocks[j]
+		switch typ := bl.typ.String(); typ {
 		case "text", "image":
-			var p map[string]any
-			if p, err = contentPart(at, bl); err == nil {
-				parts = append(parts, p)
+			if err := parts.add(bl, func() string { return blockAt(where, j) }); err != nil {
+				return err
 			}
 		case "tool_result":
-			id := bl.Get("tool_use_id").String()
+			id := bl.toolUseID.String()
 			if !b.calls[id] {
-				err = badMessages(at + ": unexpected `tool_use_id` found in `tool_result` blocks: " + id +
+				return badMessages(blockAt(where, j) + ": unexpected `tool_use_id` found in `tool_result` blocks: " + id +
 					". Each `tool_result` block must have a corresponding `tool_use` block in a previous message.")
-				return false
 			}
-			var content json.RawMessage
-			if content, err = toolResultContent(at, bl.Get("content")); err == nil {
-				results = append(results, chatMessage{Role: "tool", ToolCallID: id, Content: content})
+			content, err := toolResultContent(func() string { return blockAt(where, j) }, bl.content)
+			if err != nil {
+				return err
 			}
+			b.add(chatMessage{Role: "tool", ToolCallID: id, Content: content})
 		default:
 			if anthServerBlocks[typ] {
 				b.skipped[typ]++
-				return true
+				continue
 			}
-			err = badMessages(at + ": content block type '" + typ + "' is not supported by hone in a user message")
+			return badMessages(blockAt(where, j) + ": content block type '" + typ + "' is not supported by hone in a user message")
 		}
-		return err == nil
-	})
-	if err != nil {
-		return err
 	}
-	b.msgs = append(b.msgs, results...)
-	if len(parts) > 0 || len(results) == 0 {
-		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: partsContent(parts)})
+	if parts.n > 0 || len(b.msgs) == nMsgs {
+		b.add(chatMessage{Role: "user", Content: parts.content()})
 	}
 	return nil
 }
 
-// contentPart turns a text or image block into a chat content part.
-func contentPart(at string, bl gjson.Result) (map[string]any, *apiError) {
-	if bl.Get("type").String() == "text" {
-		return map[string]any{"type": "text", "text": bl.Get("text").String()}, nil
+// chatParts builds chat content from text and image parts as json.Marshal
+// writes a []map[string]any of them: a string for one text part, the list
+// otherwise (engines join text parts with "\n", as for any chat request),
+// "" for none.
+type chatParts struct {
+	n     int
+	first jval   // the first part's text, while it is the only part
+	list  []byte // the list so far, once there are two parts or an image
+}
+
+// text adds a text part with the text v.
+func (p *chatParts) text(v jval) {
+	if p.n == 0 {
+		p.n, p.first = 1, v
+		return
 	}
-	src := bl.Get("source")
-	var url string
-	switch src.Get("type").String() {
+	p.open()
+	p.list = append(textContent(append(p.list, `{"text":`...), v), `,"type":"text"}`...)
+}
+
+// image adds an image part whose url is url.
+func (p *chatParts) image(url string) {
+	p.open()
+	p.list = append(jsonenc.AppendString(append(p.list, `{"image_url":{"url":`...), url), `},"type":"image_url"}`...)
+}
+
+// open starts the list, with the first part when it was held back.
+func (p *chatParts) open() {
+	if p.list == nil {
+		p.list = append(make([]byte, 0, 256), '[')
+		if p.n == 1 {
+			p.list = append(textContent(append(p.list, `{"text":`...), p.first), `,"type":"text"}`...)
+		}
+	}
+	if p.n > 0 {
+		p.list = append(p.list, ',')
+	}
+	p.n++
+}
+
+// content is the parts as chat content.
+func (p *chatParts) content() json.RawMessage {
+	switch {
+	case p.list != nil:
+		return append(p.list, ']')
+	case p.n == 1:
+		return textContent(nil, p.first)
+	}
+	return jsonString("")
+}
+
+// textContent appends the text v as a JSON string, as json.Marshal writes
+// gjson's String of it.
+func textContent(b []byte, v jval) []byte {
+	if v.isString() {
+		return append(b, contentString(string(v))...)
+	}
+	return jsonenc.AppendString(b, v.String())
+}
+
+// add adds a text or image block as a part.
+func (p *chatParts) add(bl *inBlock, at func() string) *apiError {
+	if bl.typ.String() == "text" {
+		p.text(bl.text)
+		return nil
+	}
+	src := bl.source
+	switch typ := src.get("type").String(); typ {
 	case "base64":
-		url = "data:" + src.Get("media_type").String() + ";base64," + src.Get("data").String()
+		p.image("data:" + src.get("media_type").String() + ";base64," + src.get("data").String())
 	case "url":
-		url = src.Get("url").String()
+		p.image(src.get("url").String())
 	default:
-		return nil, badMessages(at + ".source: image source type '" + src.Get("type").String() +
-			"' is not supported by hone (base64 or url)")
+		return badMessages(at() + ".source: image source type '" + typ + "' is not supported by hone (base64 or url)")
 	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}, nil
+	return nil
 }
 
 // toolResultContent is a tool_result's content (a string or text and image
 // blocks) as chat content.
-func toolResultContent(at string, c gjson.Result) (json.RawMessage, *apiError) {
+func toolResultContent(at func() string, c jval) (json.RawMessage, *apiError) {
 	switch {
-	case !c.Exists() || c.Type == gjson.Null:
+	case c.isNull():
 		return jsonString(""), nil
-	case c.Type == gjson.String:
-		return contentString(c), nil
-	case !c.IsArray():
-		return nil, badMessages(at + ".content: Input should be a string or a list of content blocks")
+	case c.isString():
+		return contentString(string(c)), nil
+	case !c.isArray():
+		return nil, badMessages(at() + ".content: Input should be a string or a list of content blocks")
 	}
-	var parts []map[string]any
-	var err *apiError
-	k := 0
-	c.ForEach(func(_, bl gjson.Result) bool {
-		in := at + ".content." + strconv.Itoa(k)
-		k++
-		switch typ := bl.Get("type").String(); typ {
+	var parts chatParts
+	blocks := blocksOf(c, nil)
+	for k := range blocks {
+		in := func() string { return at() + ".content." + strconv.Itoa(k) }
+		switch typ := blocks[k].typ.String(); typ {
 		case "text", "image":
-			var p map[string]any
-			if p, err = contentPart(in, bl); err == nil {
-				parts = append(parts, p)
+			if err := parts.add(&blocks[k], in); err != nil {
+				return nil, err
 			}
 		default:
-			err = badMessages(in + ": content block type '" + typ + "' is not supported by hone in a tool_result")
+			return nil, badMessages(in() + ": content block type '" + typ + "' is not supported by hone in a tool_result")
 		}
-		return err == nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return partsContent(parts), nil
+	return parts.content(), nil
 }
 
 // addAssistant adds an assistant turn: text as content, thinking as
 // reasoning_content, tool_use blocks as tool calls. redacted_thinking is
 // accepted and left out: its data is encrypted for another model.
-func (b *anthBuilder) addAssistant(where string, blocks gjson.Result) *apiError {
-	var parts []map[string]any
+func (b *anthBuilder) addAssistant(where func() string, blocks []inBlock) *apiError {
+	var parts chatParts
 	m := chatMessage{Role: "assistant"}
-	var err *apiError
-	j := 0
-	blocks.ForEach(func(_, bl gjson.Result) bool {
-		at := where + ".content." + strconv.Itoa(j)
-		j++
-		switch typ := bl.Get("type").String(); typ {
+	for j := range blocks {
+		bl := &blocks[j]
+		switch typ := bl.typ.String(); typ {
 		case "text":
-			parts = append(parts, map[string]any{"type": "text", "text": bl.Get("text").String()})
+			parts.text(bl.text)
 		case "thinking":
-			m.ReasoningContent += bl.Get("thinking").String()
+			m.ReasoningContent += bl.thinking.String()
 		case "redacted_thinking":
 		case "tool_use":
 			var tc chatToolCall
-			tc.ID, tc.Type = bl.Get("id").String(), "function"
-			tc.Function.Name = bl.Get("name").String()
+			tc.ID, tc.Type = bl.id.String(), "function"
+			tc.Function.Name = bl.name.String()
 			if tc.ID == "" || tc.Function.Name == "" {
-				err = badMessages(at + ": a tool_use block needs id and name")
-				return false
+				return badMessages(blockAt(where, j) + ": a tool_use block needs id and name")
 			}
-			tc.Function.Arguments = toolArguments(bl.Get("input"))
+			tc.Function.Arguments = toolArguments(bl.input)
 			b.calls[tc.ID] = true
 			m.ToolCalls = append(m.ToolCalls, tc)
 		default:
 			if anthServerBlocks[typ] {
 				b.skipped[typ]++
-				return true
+				continue
 			}
-			err = badMessages(at + ": content block type '" + typ + "' is not supported by hone in an assistant message")
+			return badMessages(blockAt(where, j) + ": content block type '" + typ + "' is not supported by hone in an assistant message")
 		}
-		return err == nil
-	})
-	if err != nil {
-		return err
 	}
-	if len(parts) > 0 || len(m.ToolCalls) == 0 {
-		m.Content = partsContent(parts)
+	if parts.n > 0 || len(m.ToolCalls) == 0 {
+		m.Content = parts.content()
 	}
-	b.msgs = append(b.msgs, m)
+	b.add(m)
 	return nil
 }
 
 // toolArguments is the chat arguments string of a tool_use input: the
 // input's JSON, compacted; a string input is the model's own arguments
 // that were not a JSON object (see anthInput), passed back as they were.
-func toolArguments(in gjson.Result) string {
+func toolArguments(in jval) string {
 	switch {
-	case !in.Exists() || in.Type == gjson.Null:
+	case in.isNull():
 		return "{}"
-	case in.Type == gjson.String:
+	case in.isString():
 		return in.String()
 	}
 	var buf bytes.Buffer
-	if json.Compact(&buf, []byte(in.Raw)) != nil {
-		return in.Raw
+	if json.Compact(&buf, []byte(in)) != nil {
+		return string(in)
 	}
 	return buf.String()
 }
@@ -532,7 +669,8 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx) {
 		fail(errBadJSON)
 		return
 	}
-	chat, aerr := messagesChat(gjson.ParseBytes(body), true)
+	owner, _ := ctx.UserValue(ownerKey{}).(string)
+	chat, aerr := messagesChat(gjson.ParseBytes(body), true, owner)
 	if aerr != nil {
 		fail(aerr)
 		return

@@ -28,7 +28,7 @@ func FuzzMessagesRequest(f *testing.F) {
 			return // refused before translation
 		}
 		for _, count := range []bool{false, true} {
-			chat, err := messagesChat(gjson.ParseBytes(body), count)
+			chat, err := messagesChat(gjson.ParseBytes(body), count, "")
 			if err != nil {
 				if err.status != 400 || err.msg == "" || !gjson.ValidBytes(appendAnthropicError(nil, err.status, err.msg)) {
 					t.Fatalf("error %+v", err)

@@ -284,7 +284,7 @@ func TestMessagesStreamMatchesBody(t *testing.T) {
 func TestMessagesToolArguments(t *testing.T) {
 	for _, args := range []string{`{"a": 1}`, ``, `{"a": `, `not json`, `[1,2]`, `  {"b":2}`} {
 		in := anthInput([]byte(args))
-		back := toolArguments(gjson.ParseBytes(in))
+		back := toolArguments(jval(gjson.ParseBytes(in).Raw))
 		switch {
 		case args == "":
 			if string(in) != "{}" || back != "{}" {

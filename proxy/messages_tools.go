@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -104,6 +105,7 @@ var anthClientTools = map[string]anthClientTool{
 // anthToolSet is a request's tools as the engine sees them.
 type anthToolSet struct {
 	chat    []json.RawMessage
+	json    marshaled       // chat as json.Marshal writes it
 	leftOut []string        // tool types left out, in request order
 	names   map[string]bool // names of the tools left out
 }
@@ -150,9 +152,9 @@ func anthTools(tools gjson.Result) (*anthToolSet, *apiError) {
 			fn["name"], fn["description"] = name, desc
 			fn["parameters"] = json.RawMessage(ct.schema(t, strings.TrimPrefix(typ, family+"_")))
 		case anthServerTools[family]:
-			ts.leftOut = append(ts.leftOut, typ)
+			ts.leftOut = append(ts.leftOut, strings.Clone(typ)) // toolsMemo keeps no view of a request
 			if n := t.Get("name").String(); n != "" {
-				ts.names[n] = true
+				ts.names[strings.Clone(n)] = true
 			}
 			return true
 		default:
@@ -166,5 +168,39 @@ func anthTools(tools gjson.Result) (*anthToolSet, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	if len(ts.chat) > 0 {
+		ts.json, _ = json.Marshal(ts.chat) // each element is json.Marshal's
+	}
 	return ts, nil
 }
+
+// anthToolsOf is anthTools, from toolsMemo when the same owner sent the
+// same tools before: a coding agent sends its tools, tens of KB of
+// descriptions and schemas, with every call.
+func anthToolsOf(tools gjson.Result, owner string) (*anthToolSet, *apiError) {
+	if tools.Type != gjson.JSON || len(tools.Raw) > maxMemoTools {
+		return anthTools(tools)
+	}
+	k := toolsKey{owner, tools.Raw}
+	if ts, ok := toolsMemo.Get(k); ok {
+		return ts, nil
+	}
+	ts, err := anthTools(tools)
+	if err == nil {
+		k.raw = strings.Clone(k.raw) // a view of the request
+		toolsMemo.Add(k, ts)
+	}
+	return ts, err
+}
+
+// toolsMemo maps a tools list as an owner wrote it to its tool set, which
+// is never changed once made. Keys are whole texts, not hashes, so no list
+// can stand for another; and the owner's, so a hit (sooner) tells no
+// client what another sent.
+var toolsMemo, _ = lru.New[toolsKey, *anthToolSet](16)
+
+type toolsKey struct{ owner, raw string }
+
+// maxMemoTools bounds the lists toolsMemo keeps (16 of them, with their
+// tool sets: a few MiB at most).
+const maxMemoTools = 128 << 10

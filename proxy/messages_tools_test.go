@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
+	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -93,5 +96,28 @@ func TestMessagesUnknownToolType(t *testing.T) {
 	 "messages":[{"role":"user","content":"hi"}],"tools":[{"type":"hologram_20990101","name":"h"}]}`))
 	if err == nil || err.status != 400 || !strings.Contains(err.msg, "tool type 'hologram_20990101'") {
 		t.Fatalf("%+v", err)
+	}
+}
+
+// TestToolsMemo: a tools list an owner sent before gives the same tool set
+// without being read again, another owner's the same list reads it anew,
+// and what the memo keeps is no view of the request's buffer.
+func TestToolsMemo(t *testing.T) {
+	buf := []byte(`[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"search"}]`)
+	orig := string(buf)
+	view := gjson.Parse(unsafe.String(&buf[0], len(buf)))
+	a, err := anthToolsOf(view, "owner-a")
+	if err != nil || len(a.chat) != 1 || !a.names["search"] || len(a.leftOut) != 1 {
+		t.Fatalf("tools %+v, %v", a, err)
+	}
+	copy(buf, bytes.Repeat([]byte{' '}, len(buf))) // fasthttp reuses the buffer
+	again, _ := anthToolsOf(gjson.Parse(orig), "owner-a")
+	other, _ := anthToolsOf(gjson.Parse(orig), "owner-b")
+	if again != a || other == a {
+		t.Fatalf("memo: same owner %p/%p, other owner %p", again, a, other)
+	}
+	fresh, _ := anthTools(gjson.Parse(orig))
+	if !bytes.Equal(again.json, fresh.json) || !reflect.DeepEqual(again.names, fresh.names) || !reflect.DeepEqual(again.leftOut, fresh.leftOut) {
+		t.Fatalf("memoised %s %v %v, read anew %s %v %v", again.json, again.names, again.leftOut, fresh.json, fresh.names, fresh.leftOut)
 	}
 }

@@ -148,7 +148,7 @@ func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) 
 		if ins.Type != gjson.String {
 			return nil, "", badResponses("instructions", "instructions must be a string")
 		}
-		msgs = append([]chatMessage{{Role: "system", Content: contentString(ins)}}, msgs...)
+		msgs = append([]chatMessage{{Role: "system", Content: contentString(ins.Raw)}}, msgs...)
 	}
 	msgs = mergeLeadingSystem(msgs)
 	out := map[string]any{"model": echo.Model, "messages": msgs}
@@ -232,6 +232,9 @@ type chatMessage struct {
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	ToolCalls        []chatToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	// encoded says Content is already in json.Marshal's form (compact,
+	// its strings as AppendString writes them): appendChatMessage copies it.
+	encoded bool
 }
 
 type chatToolCall struct {
@@ -282,7 +285,7 @@ func (b *chatBuilder) addConversation(conv []byte) *apiError {
 func (b *chatBuilder) addInput(in gjson.Result) *apiError {
 	switch {
 	case in.Type == gjson.String:
-		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: contentString(in)})
+		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: contentString(in.Raw)})
 		return nil
 	case in.IsArray():
 		var err *apiError
@@ -449,7 +452,7 @@ func (b *chatBuilder) addFunctionCall(it gjson.Result, name, args string) *apiEr
 // parts) into chat content: a string when it is all text, else parts.
 func chatContent(c gjson.Result) (json.RawMessage, *apiError) {
 	if c.Type == gjson.String {
-		return contentString(c), nil
+		return contentString(c.Raw), nil
 	}
 	if !c.IsArray() {
 		return nil, badResponses("input", "message content must be a string or a list of parts")
