@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/hone-rl/hone/internal/jsonenc"
 	"github.com/hone-rl/hone/internal/jsonwalk"
@@ -25,7 +28,7 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	b := []byte{'{'}
+	b := append(make([]byte, 0, sizeHint(out)), '{')
 	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
@@ -47,6 +50,42 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// sizeHint is about the bytes marshalRequest writes for out, so that the
+// request (a whole conversation) is not copied again as it grows.
+func sizeHint(out map[string]any) int {
+	n := 2
+	for k, v := range out {
+		n += len(k) + 4
+		switch v := v.(type) {
+		case []chatMessage:
+			for i := range v {
+				m := &v[i]
+				n += 48 + len(m.Content) + len(m.ReasoningContent) + len(m.ToolCallID)
+				for j := range m.ToolCalls {
+					f := &m.ToolCalls[j].Function
+					n += 64 + len(m.ToolCalls[j].ID) + len(f.Name) + len(f.Arguments)
+				}
+			}
+		case marshaled:
+			n += len(v)
+		default:
+			n += 32
+		}
+	}
+	return n
+}
+
+// verifyEncoded makes appendChatMessage check, under go test, that a
+// content marked encoded is what AppendRaw would write: every test that
+// translates a request then holds the builders to their word.
+var verifyEncoded = testing.Testing()
+
+func mustBeEncoded(c json.RawMessage) {
+	if out, err := jsonenc.AppendRaw(nil, c); err != nil || !bytes.Equal(out, c) {
+		panic(fmt.Sprintf("content marked encoded is not json.Marshal's form: %q (%v)", c, err))
+	}
 }
 
 // marshaled is a value already written by json.Marshal.
@@ -75,6 +114,9 @@ func appendChatMessages(b []byte, msgs []chatMessage) ([]byte, error) {
 func appendChatMessage(b []byte, m *chatMessage) ([]byte, error) {
 	b = jsonenc.AppendString(append(b, `{"role":`...), m.Role)
 	if len(m.Content) > 0 && m.encoded {
+		if verifyEncoded {
+			mustBeEncoded(m.Content)
+		}
 		b = append(append(b, `,"content":`...), m.Content...)
 	} else if len(m.Content) > 0 {
 		var err error

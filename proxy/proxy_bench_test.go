@@ -40,6 +40,9 @@ func benchPost(b *testing.B, rec func(b *testing.B) Recorder, path string, body 
 }
 
 func startHoneRec(b *testing.B, stub *stubEngine, rec Recorder) string {
+	verify := verifyEncoded // a test's check (chatjson.go), not what hone does: not timed
+	verifyEncoded = false
+	b.Cleanup(func() { verifyEncoded = verify })
 	o := DefaultOptions()
 	o.Upstream.Engines = []EngineOptions{{URL: stub.url()}}
 	s, err := New(o, rec, prometheus.NewRegistry(), nil)
@@ -112,4 +115,16 @@ func BenchmarkChatDirect(b *testing.B) {
 
 func BenchmarkChatMemRecorder(b *testing.B) {
 	benchChat(b, func(*testing.B) Recorder { return NewMemRecorder() })
+}
+
+// BenchmarkResponsesCodingAgent: a Codex CLI-shaped /v1/responses call (14
+// KB of instructions, 4 tools, 40 turns of a reasoning summary, a shell
+// call and its output; store false, so the whole input every call:
+// testdata/requests) through hone with a store.
+func BenchmarkResponsesCodingAgent(b *testing.B) {
+	body, err := os.ReadFile("../testdata/requests/responses-coding-40.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchPost(b, openStore, "/v1/responses", body)
 }

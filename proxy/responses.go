@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hone-rl/hone/internal/jsonenc"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -127,7 +128,10 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 			warns = append(warns, w)
 		}
 	}
-	conv, _ := appendChatMessages(nil, b.msgs)
+	var conv []chatMessage
+	if echo.Store {
+		conv = b.msgs
+	}
 	enc := newResponsesEncoder(s, owner, echo, conv)
 	enc.ts, enc.warns = tools, warns
 	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
@@ -148,7 +152,7 @@ func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) 
 		if ins.Type != gjson.String {
 			return nil, "", badResponses("instructions", "instructions must be a string")
 		}
-		msgs = append([]chatMessage{{Role: "system", Content: contentString(ins.Raw)}}, msgs...)
+		msgs = append([]chatMessage{{Role: "system", Content: contentString(ins.Raw), encoded: true}}, msgs...)
 	}
 	msgs = mergeLeadingSystem(msgs)
 	out := map[string]any{"model": echo.Model, "messages": msgs}
@@ -211,7 +215,7 @@ func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) 
 // leading system message only. System messages later on stay as they are.
 func mergeLeadingSystem(msgs []chatMessage) []chatMessage {
 	n := 0
-	for n < len(msgs) && msgs[n].Role == "system" && gjson.ParseBytes(msgs[n].Content).Type == gjson.String {
+	for n < len(msgs) && msgs[n].Role == "system" && len(msgs[n].Content) > 0 && msgs[n].Content[0] == '"' { // compact JSON
 		n++
 	}
 	if n < 2 {
@@ -219,9 +223,9 @@ func mergeLeadingSystem(msgs []chatMessage) []chatMessage {
 	}
 	parts := make([]string, n)
 	for i := range parts {
-		parts[i] = gjson.ParseBytes(msgs[i].Content).String()
+		parts[i] = jsonwalk.AsString(string(msgs[i].Content))
 	}
-	merged := chatMessage{Role: "system", Content: jsonString(strings.Join(parts, "\n\n"))}
+	merged := chatMessage{Role: "system", Content: jsonString(strings.Join(parts, "\n\n")), encoded: true}
 	return append([]chatMessage{merged}, msgs[n:]...)
 }
 
@@ -269,6 +273,14 @@ type chatBuilder struct {
 	refRoom int
 }
 
+// add appends m, whose content is in json.Marshal's form: every content
+// the builder writes comes from contentString, jsonString or chatContent
+// (a stored conversation's, read by addConversation, is not assumed so).
+func (b *chatBuilder) add(m chatMessage) {
+	m.encoded = true
+	b.msgs = append(b.msgs, m)
+}
+
 // addConversation starts from a stored conversation (chat messages).
 func (b *chatBuilder) addConversation(conv []byte) *apiError {
 	if err := json.Unmarshal(conv, &b.msgs); err != nil {
@@ -285,7 +297,7 @@ func (b *chatBuilder) addConversation(conv []byte) *apiError {
 func (b *chatBuilder) addInput(in gjson.Result) *apiError {
 	switch {
 	case in.Type == gjson.String:
-		b.msgs = append(b.msgs, chatMessage{Role: "user", Content: contentString(in.Raw)})
+		b.add(chatMessage{Role: "user", Content: contentString(in.Raw)})
 		return nil
 	case in.IsArray():
 		var err *apiError
@@ -327,7 +339,7 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 		if out.IsArray() {
 			text = joinTextParts(out)
 		}
-		b.msgs = append(b.msgs, chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(text)})
+		b.add(chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(text)})
 	case "reasoning":
 		var parts []string
 		for _, key := range []string{"content", "summary"} {
@@ -367,7 +379,7 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 		if err != nil {
 			return err
 		}
-		b.msgs = append(b.msgs, chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(string(loaded))})
+		b.add(chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(string(loaded))})
 	default:
 		if respSkippedItems[typ] {
 			b.skipped[typ]++
@@ -424,7 +436,7 @@ func (b *chatBuilder) addMessage(it gjson.Result) *apiError {
 	if role == "assistant" {
 		m.ReasoningContent, b.reasoning = b.reasoning, ""
 	}
-	b.msgs = append(b.msgs, m)
+	b.add(m)
 	return nil
 }
 

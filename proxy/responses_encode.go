@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,7 +23,7 @@ type responsesEncoder struct {
 	s      *Server
 	owner  string // the client whose conversation this is
 	echo   respRequest
-	conv   []byte // the conversation so far (chat messages), for previous_response_id
+	conv   []chatMessage // the conversation so far, for previous_response_id (nil unless echo.Store)
 	ts     *respToolSet
 	warns  []string // for X-Hone-Warning
 	id     string
@@ -66,7 +67,7 @@ func (e *responsesEncoder) toolItem(name string) *respItem {
 	return it
 }
 
-func newResponsesEncoder(s *Server, owner string, echo respRequest, conv []byte) *responsesEncoder {
+func newResponsesEncoder(s *Server, owner string, echo respRequest, conv []chatMessage) *responsesEncoder {
 	return &responsesEncoder{s: s, owner: owner, echo: echo, conv: conv, id: newID("resp_"), create: time.Now().Unix(),
 		tools: map[int]*respItem{}}
 }
@@ -376,10 +377,6 @@ func (e *responsesEncoder) keep() {
 	if !e.echo.Store {
 		return
 	}
-	var msgs []chatMessage
-	if err := json.Unmarshal(e.conv, &msgs); err != nil {
-		return
-	}
 	m := chatMessage{Role: "assistant"}
 	for _, it := range e.items {
 		switch it.kind {
@@ -396,7 +393,7 @@ func (e *responsesEncoder) keep() {
 	if m.Content == nil && len(m.ToolCalls) == 0 {
 		m.Content = jsonString("")
 	}
-	b, err := appendChatMessages(nil, append(msgs, m))
+	b, err := appendChatMessages(nil, append(slices.Clip(e.conv), m))
 	if err == nil {
 		e.s.responses.put(e.owner, e.id, b, e.transient)
 	}

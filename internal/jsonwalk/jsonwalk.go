@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -431,10 +433,11 @@ func AsString(raw string) string {
 	return gjson.Parse(raw).String()
 }
 
-// unescapeShort is gjson's unescape of a valid string's contents whose
-// escapes are all two-byte ones: the runs between escapes are copied whole
-// (prompts escape every newline; gjson copies byte by byte). ok is false at
-// a \u escape, which gjson decodes.
+// unescapeShort is gjson's unescape of a valid string's contents: the runs
+// between escapes are copied whole (prompts escape every newline, and
+// json.Marshal writes <, > and & as \u escapes; gjson copies byte by
+// byte). ok is false only where a \u escape's digits are not hex, which
+// valid JSON never has.
 func unescapeShort(s string) (_ string, ok bool) {
 	b := make([]byte, 0, len(s))
 	for {
@@ -446,6 +449,7 @@ func unescapeShort(s string) (_ string, ok bool) {
 		if i+1 == len(s) {
 			return owned(b), true // a lone backslash at the end: gjson stops there
 		}
+		n := 2
 		switch c := s[i+1]; c {
 		case 'n':
 			b = append(b, '\n')
@@ -460,12 +464,44 @@ func unescapeShort(s string) (_ string, ok bool) {
 		case '"', '\\', '/':
 			b = append(b, c)
 		case 'u':
-			return "", false
+			if i+6 > len(s) {
+				return owned(b), true // gjson stops at a short \u escape
+			}
+			r, ok := hex4(s[i+2:])
+			if !ok {
+				return "", false
+			}
+			n = 6
+			if r >= 0xD800 && r < 0xDC00 && len(s) >= i+12 && s[i+6] == '\\' && s[i+7] == 'u' {
+				if r2, ok := hex4(s[i+8:]); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+					r, n = utf16.DecodeRune(r, r2), 12
+				}
+			}
+			b = utf8.AppendRune(b, r) // a lone surrogate becomes U+FFFD, as gjson writes it
 		default:
 			return owned(b), true // not an escape: gjson stops there
 		}
-		s = s[i+2:]
+		s = s[i+n:]
 	}
+}
+
+// hex4 reads the four hex digits a \u escape starts with.
+func hex4(s string) (rune, bool) {
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // owned is b as a string without a copy: b was made here and is never

@@ -110,7 +110,8 @@ func TestPlainRun(t *testing.T) {
 // FuzzAsString: AsString is gjson's Result.String for any valid raw value
 // (what it is given): escapes, \u sequences and non-strings included.
 func FuzzAsString(f *testing.F) {
-	for _, s := range []string{`"plain"`, `"a\nb\t\"c\"\\d\/e"`, `"\u00e9\ud83d\ude00"`, `"x\\u0041"`, `"\q"`, `"end\`, `"\`, `12`, `null`,
+	for _, s := range []string{`"plain"`, `"a\nb\t\"c\"\\d\/e"`, `"\u00e9\ud83d\ude00"`, `"x\\u0041"`, `"\u003cb\u003e \u0026 \u2028"`, `"\ud800"`, `"\ud800\u0041"`,
+		`"\udc00\ud800"`, `"\ud83d\ude00\ud83d"`, `"\ud83d\\ude00"`, `"a\u0000b"`, `"\uD83D\uDE00\uFFFF"`, `"\q"`, `"end\`, `"\`, `12`, `null`,
 		`{"a":1}`, `"line\n` + string(bytes.Repeat([]byte(`more text\n`), 20)) + `"`} {
 		f.Add(s)
 	}
