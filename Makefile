@@ -177,6 +177,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzWalkInt32s ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzTokenizeReply ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesRequest ./proxy 30s
+	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesWalk ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzResponsesStream ./proxy 30s -fuzzminimizetime 200x
 	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesRequest ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzMessagesWalk ./proxy 30s

@@ -25,6 +25,10 @@ func (v jval) String() string {
 	return gjson.Parse(string(v)).String()
 }
 
+// result is the value as gjson.Parse reads it, for code that takes a
+// gjson.Result.
+func (v jval) result() gjson.Result { return gjson.Parse(string(v)) }
+
 // get is the first member named key of the object v, as gjson's Get of a
 // plain key finds it ("" when there is none or v is not an object).
 func (v jval) get(key string) jval {

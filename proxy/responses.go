@@ -300,86 +300,111 @@ func (b *chatBuilder) addInput(in gjson.Result) *apiError {
 		b.add(chatMessage{Role: "user", Content: contentString(in.Raw)})
 		return nil
 	case in.IsArray():
-		var err *apiError
-		in.ForEach(func(_, item gjson.Result) bool {
-			err = b.addItem(item)
-			return err == nil
-		})
-		return err
+		w := jsonwalk.New(in.Raw)
+		for range w.Elements {
+			it := readItem(&w)
+			if err := b.addItem(&it); err != nil {
+				return err
+			}
+		}
+		return nil
 	case !in.Exists():
 		return nil
 	}
 	return badResponses("input", "input must be a string or a list of items")
 }
 
-func (b *chatBuilder) addItem(it gjson.Result) *apiError {
-	if !it.IsObject() {
+// inItem is an input item's members that the translation reads (the
+// first of each name), read in one pass: Codex sends its whole input with
+// every call.
+type inItem struct {
+	object                                         bool
+	typ, role, content, namespace, name, arguments jval
+	input, callID, output, summary, id, tools      jval
+	execution                                      jval
+}
+
+// readItem reads the item at the walk's position; a value that is not an
+// object has no members.
+func readItem(w *jsonwalk.Walker) inItem {
+	var it inItem
+	if w.At() != '{' {
+		w.Skip()
+		return it
+	}
+	it.object = true
+	for key := range w.Members {
+		if dst := it.member(key); dst != nil {
+			setFirst(dst, w)
+		} else {
+			w.Skip()
+		}
+	}
+	return it
+}
+
+// member is where readItem keeps the member named key (nil: not read).
+func (it *inItem) member(key string) *jval {
+	switch key {
+	case "type":
+		return &it.typ
+	case "role":
+		return &it.role
+	case "content":
+		return &it.content
+	case "namespace":
+		return &it.namespace
+	case "name":
+		return &it.name
+	case "arguments":
+		return &it.arguments
+	case "input":
+		return &it.input
+	case "call_id":
+		return &it.callID
+	case "output":
+		return &it.output
+	case "summary":
+		return &it.summary
+	case "id":
+		return &it.id
+	case "tools":
+		return &it.tools
+	case "execution":
+		return &it.execution
+	}
+	return nil
+}
+
+func (b *chatBuilder) addItem(it *inItem) *apiError {
+	if !it.object {
 		return badResponses("input", "every input item must be an object")
 	}
-	typ := it.Get("type").String()
-	if typ == "" && it.Get("role").Exists() {
+	typ := it.typ.String()
+	if typ == "" && it.role != "" {
 		typ = "message"
 	}
 	switch typ {
 	case "message":
 		return b.addMessage(it)
 	case "function_call":
-		return b.addFunctionCall(it, flatToolName(it.Get("namespace").String(), it.Get("name").String()),
-			it.Get("arguments").String())
+		return b.addFunctionCall(it, flatToolName(it.namespace.String(), it.name.String()), it.arguments.String())
 	case "custom_tool_call":
-		return b.addFunctionCall(it, flatToolName(it.Get("namespace").String(), it.Get("name").String()),
-			customArguments(it.Get("input").String()))
+		return b.addFunctionCall(it, flatToolName(it.namespace.String(), it.name.String()), customArguments(it.input.String()))
 	case "function_call_output", "custom_tool_call_output":
-		id := it.Get("call_id").String()
+		id := it.callID.String()
 		if !b.calls[id] {
 			return badResponses("input", "No tool call found for function call output with call_id "+id+".")
 		}
-		out := it.Get("output")
-		text := out.String()
-		if out.IsArray() {
-			text = joinTextParts(out)
-		}
-		b.add(chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(text)})
+		b.add(chatMessage{Role: "tool", ToolCallID: id, Content: outputContent(it.output)})
 	case "reasoning":
-		var parts []string
-		for _, key := range []string{"content", "summary"} {
-			it.Get(key).ForEach(func(_, p gjson.Result) bool {
-				parts = append(parts, p.Get("text").String())
-				return true
-			})
-			if len(parts) > 0 {
-				break
-			}
-		}
-		b.reasoning += strings.Join(parts, "\n") // encrypted_content is for OpenAI's models: left out
+		b.reasoning += reasoningText(it) // encrypted_content is for OpenAI's models: left out
 	case "item_reference":
-		return b.addReference(it.Get("id").String())
+		return b.addReference(it.id.String())
 	case "additional_tools":
-		return b.ts.addList(it.Get("tools"), "input")
+		return b.ts.addList(it.tools.result(), "input")
 	case "tool_search_call", "tool_search_output":
-		if it.Get("execution").String() == "server" { // OpenAI's own search: nothing the engine did
-			b.skipped[typ]++
-			return nil
-		}
-		if typ == "tool_search_call" {
-			args := it.Get("arguments")
-			a := args.Raw
-			if args.Type == gjson.String {
-				a = args.String()
-			} else if !args.Exists() {
-				a = "{}"
-			}
-			return b.addFunctionCall(it, "tool_search", a)
-		}
-		id := it.Get("call_id").String()
-		if !b.calls[id] {
-			return badResponses("input", "No tool call found for tool search output with call_id "+id+".")
-		}
-		loaded, err := b.ts.load(it.Get("tools"))
-		if err != nil {
-			return err
-		}
-		b.add(chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(string(loaded))})
+		return b.addToolSearch(typ, it)
 	default:
 		if respSkippedItems[typ] {
 			b.skipped[typ]++
@@ -387,6 +412,93 @@ func (b *chatBuilder) addItem(it gjson.Result) *apiError {
 		}
 		return badResponses("input", "input item type '"+typ+"' is not supported by hone")
 	}
+	return nil
+}
+
+// outputContent is a tool call output (a string, or a list of parts whose
+// texts are joined) as chat content.
+func outputContent(out jval) json.RawMessage {
+	switch {
+	case out.isString():
+		return contentString(string(out))
+	case out.isArray():
+		return jsonString(joinTexts(out))
+	}
+	return jsonString(out.String())
+}
+
+// reasoningText is a reasoning item's text: its content's parts, or else
+// its summary's, one per line.
+func reasoningText(it *inItem) string {
+	var parts []string
+	for _, list := range []jval{it.content, it.summary} {
+		if !list.isArray() { // lists of parts; a null content (Codex's) is none
+			continue
+		}
+		w := jsonwalk.New(string(list))
+		for range w.Elements {
+			parts = append(parts, textOf(&w).String())
+		}
+		if len(parts) > 0 {
+			break
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// textOf reads the part at the walk's position and returns its text.
+func textOf(w *jsonwalk.Walker) jval {
+	var text jval
+	if w.At() != '{' {
+		w.Skip()
+		return ""
+	}
+	for key := range w.Members {
+		if key == "text" {
+			setFirst(&text, w)
+		} else {
+			w.Skip()
+		}
+	}
+	return text
+}
+
+// joinTexts joins the texts of a list of parts.
+func joinTexts(parts jval) string {
+	var sb strings.Builder
+	w := jsonwalk.New(string(parts))
+	for range w.Elements {
+		sb.WriteString(textOf(&w).String())
+	}
+	return sb.String()
+}
+
+// addToolSearch adds a client-side tool search call (as a call of the
+// tool_search function) or its output (the tools it loaded); OpenAI's own
+// searches are left out.
+func (b *chatBuilder) addToolSearch(typ string, it *inItem) *apiError {
+	if it.execution.String() == "server" { // OpenAI's own search: nothing the engine did
+		b.skipped[typ]++
+		return nil
+	}
+	if typ == "tool_search_call" {
+		a := string(it.arguments)
+		if it.arguments.isString() {
+			a = it.arguments.String()
+		} else if it.arguments == "" {
+			a = "{}"
+		}
+		return b.addFunctionCall(it, "tool_search", a)
+	}
+	id := it.callID.String()
+	if !b.calls[id] {
+		return badResponses("input", "No tool call found for tool search output with call_id "+id+".")
+	}
+	loaded, err := b.ts.load(it.tools.result())
+	if err != nil {
+		return err
+	}
+	b.add(chatMessage{Role: "tool", ToolCallID: id, Content: jsonString(string(loaded))})
 	return nil
 }
 
@@ -403,24 +515,25 @@ func (b *chatBuilder) addReference(id string) *apiError {
 		b.refs = map[string]bool{}
 	}
 	b.refs[id] = true
-	var item gjson.Result
+	var it inItem
 	if raw, ok := b.ref(id); ok && id != "" {
 		if b.refRoom -= len(raw); b.refRoom < 0 {
 			return &apiError{413, "invalid_request_error", "request_too_large",
 				"the items input references exceed the size limit (proxy.max_body_bytes)", "input"}
 		}
-		item = gjson.ParseBytes(raw)
+		w := jsonwalk.New(string(raw))
+		it = readItem(&w)
 	}
-	if !item.IsObject() || item.Get("type").String() == "item_reference" {
+	if !it.object || it.typ.String() == "item_reference" {
 		return &apiError{404, "invalid_request_error", "", "Item with id '" + clip(id) + "' not found. Items are not " +
 			"persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.",
 			"input"}
 	}
-	return b.addItem(item)
+	return b.addItem(&it)
 }
 
-func (b *chatBuilder) addMessage(it gjson.Result) *apiError {
-	role := it.Get("role").String()
+func (b *chatBuilder) addMessage(it *inItem) *apiError {
+	role := it.role.String()
 	switch role {
 	case "developer":
 		role = "system"
@@ -428,7 +541,7 @@ func (b *chatBuilder) addMessage(it gjson.Result) *apiError {
 	default:
 		return badResponses("input", "message role '"+role+"' is not one of user, system, developer, assistant")
 	}
-	content, err := chatContent(it.Get("content"))
+	content, err := chatContent(it.content)
 	if err != nil {
 		return err
 	}
@@ -442,12 +555,12 @@ func (b *chatBuilder) addMessage(it gjson.Result) *apiError {
 
 // addFunctionCall adds a function or custom tool call (name: the engine's
 // function name, args: its arguments).
-func (b *chatBuilder) addFunctionCall(it gjson.Result, name, args string) *apiError {
+func (b *chatBuilder) addFunctionCall(it *inItem, name, args string) *apiError {
 	var tc chatToolCall
-	tc.ID, tc.Type = it.Get("call_id").String(), "function"
+	tc.ID, tc.Type = it.callID.String(), "function"
 	tc.Function.Name, tc.Function.Arguments = name, args
-	if tc.ID == "" || (it.Get("name").String() == "" && name != "tool_search") {
-		return badResponses("input", "a "+it.Get("type").String()+" item needs call_id and name")
+	if tc.ID == "" || (it.name.String() == "" && name != "tool_search") {
+		return badResponses("input", "a "+it.typ.String()+" item needs call_id and name")
 	}
 	b.calls[tc.ID] = true
 	if n := len(b.msgs); n > 0 && b.msgs[n-1].Role == "assistant" && b.reasoning == "" {
@@ -462,45 +575,58 @@ func (b *chatBuilder) addFunctionCall(it gjson.Result, name, args string) *apiEr
 
 // chatContent turns a Responses message content (a string or a list of
 // parts) into chat content: a string when it is all text, else parts.
-func chatContent(c gjson.Result) (json.RawMessage, *apiError) {
-	if c.Type == gjson.String {
-		return contentString(c.Raw), nil
+func chatContent(c jval) (json.RawMessage, *apiError) {
+	if c.isString() {
+		return contentString(string(c)), nil
 	}
-	if !c.IsArray() {
+	if !c.isArray() {
 		return nil, badResponses("input", "message content must be a string or a list of parts")
 	}
 	var parts []map[string]any
+	var text strings.Builder
+	var first jval // the first part's text
 	allText := true
-	var err *apiError
-	c.ForEach(func(_, p gjson.Result) bool {
-		switch p.Get("type").String() {
+	w := jsonwalk.New(string(c))
+	for range w.Elements {
+		var p struct{ typ, text, url jval }
+		if w.At() == '{' {
+			for key := range w.Members {
+				switch key {
+				case "type":
+					setFirst(&p.typ, &w)
+				case "text":
+					setFirst(&p.text, &w)
+				case "image_url":
+					setFirst(&p.url, &w)
+				default:
+					w.Skip()
+				}
+			}
+		} else {
+			w.Skip()
+		}
+		switch typ := p.typ.String(); typ {
 		case "input_text", "output_text", "text", "refusal":
-			parts = append(parts, map[string]any{"type": "text", "text": p.Get("text").String()})
+			parts = append(parts, map[string]any{"type": "text", "text": p.text.String()})
 		case "input_image":
 			allText = false
-			parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": p.Get("image_url").String()}})
+			parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": p.url.String()}})
 		default:
-			err = badResponses("input", "content part type '"+p.Get("type").String()+"' is not supported by hone")
+			return nil, badResponses("input", "content part type '"+typ+"' is not supported by hone")
 		}
-		return err == nil
-	})
-	if err != nil {
-		return nil, err
+		if len(parts) == 1 {
+			first = p.text
+		}
+		text.WriteString(p.text.String())
 	}
-	if allText {
-		return jsonString(joinTextParts(c)), nil
+	switch {
+	case allText && len(parts) == 1 && first.isString():
+		return contentString(string(first)), nil // the same bytes, without decoding and encoding again
+	case allText:
+		return jsonString(text.String()), nil
 	}
 	b, _ := json.Marshal(parts)
 	return b, nil
-}
-
-func joinTextParts(parts gjson.Result) string {
-	var sb strings.Builder
-	parts.ForEach(func(_, p gjson.Result) bool {
-		sb.WriteString(p.Get("text").String())
-		return true
-	})
-	return sb.String()
 }
 
 func newID(prefix string) string {
