@@ -398,3 +398,22 @@ func TestMemConversationsBytes(t *testing.T) {
 		t.Fatal("a conversation larger than the bound was kept")
 	}
 }
+
+// TestResponsesReasoningNullContent: a reasoning item sent back with
+// "content": null (the OpenAI Python SDK's model_dump of an output item)
+// gives the engine its summary as the next assistant message's reasoning,
+// as an item without content does.
+func TestResponsesReasoningNullContent(t *testing.T) {
+	for _, content := range []string{`"content":null,`, ``, `"content":[],`} {
+		body := `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1",` + content +
+			`"summary":[{"type":"summary_text","text":"plan"}],"encrypted_content":"gAAA"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}]}`
+		tr, err := responsesSurface{}.translate(testServer(), "", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gjson.GetBytes(tr.body, "messages.1.reasoning_content").String(); got != "plan" {
+			t.Errorf("%s: reasoning_content %q in %s", content, got, tr.body)
+		}
+	}
+}
