@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # No GOAMD64 level: kernels/cpu picks its AVX2/FMA assembly or generic Go at
 # run time, so one binary runs on any x86-64 (HONE_KERNELS forces a variant).
 
-.PHONY: all build build-static build-cuda run test test-long test-go test-crash test-short-crash deps bench-deps bench bench-proxy bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
+.PHONY: all build build-static build-cuda run test test-long test-go test-crash test-short-crash deps bench-deps bench bench-proxy bench-translate bench-kernels bench-gpu lint fuzz demo tiny-model clean peers soak
 
 all: build
 
@@ -128,6 +128,12 @@ bench-deps:
 # the other baselines (relay, fasthttp, httputil).
 bench-proxy: build bench-deps
 	$(GO) run ./bench/proxy -duration 2s -count 5 $(ARGS)
+
+# The translation of a coding agent's Messages and Responses calls to the
+# engine's chat request, hone's beside LiteLLM's (a venv under
+# ~/.cache/hone, made on first use), three rounds.
+bench-translate:
+	GO=$(GO) bash bench/translate/run.sh
 
 # Matmul GFLOP/s of kernels/cpu beside numpy/OpenBLAS and PyTorch (when
 # present: ARGS='-torch /path/to/python') on hone's shapes, with the FMA peak.
