@@ -204,6 +204,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzAppendString ./internal/jsonenc 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzAppendRaw ./internal/jsonenc 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzEncoded ./internal/jsonenc 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzAppendLiteral ./internal/jsonenc 30s
 
 demo: build
 	./$(BIN) demo $(ARGS)

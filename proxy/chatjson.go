@@ -195,12 +195,10 @@ func (o object) Get(path string) gjson.Result {
 	return v
 }
 
-// contentString is a JSON string value (raw: its text) as chat content: passed on as the
-// agent wrote it when that is json.Marshal's form, written again otherwise
-// (the same bytes either way).
+// contentString is a JSON string value (raw: its text) as chat content:
+// json.Marshal's bytes for the string it holds, written from raw without
+// decoding it (the runs already in that form, most of a conversation, are
+// copied whole).
 func contentString(raw string) json.RawMessage {
-	if jsonenc.Encoded(raw) {
-		return json.RawMessage(raw)
-	}
-	return jsonString(jsonwalk.AsString(raw))
+	return jsonenc.AppendLiteral(make([]byte, 0, len(raw)+8), raw)
 }

@@ -8,6 +8,8 @@ package jsonenc
 
 import (
 	"encoding/json"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -18,7 +20,11 @@ const hex = "0123456789abcdef"
 // ", \ and control characters escaped, <, > and & escaped for HTML, U+2028
 // and U+2029 escaped, and each byte of invalid UTF-8 written as \ufffd.
 func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
+	return append(appendEscaped(append(b, '"'), s), '"')
+}
+
+// appendEscaped appends s as AppendString does, without the quotes.
+func appendEscaped(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -61,8 +67,97 @@ func AppendString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
+}
+
+// AppendLiteral appends the string that raw, a valid JSON string literal
+// (no space around it),
+// holds (decoded as gjson decodes it) as AppendString writes it: what
+// json.Marshal writes for a string a client sent, without decoding it
+// first. The runs already in that form are copied whole; other escapes,
+// <, >, &, U+2028, U+2029 and invalid UTF-8 are written as AppendString
+// writes them.
+func AppendLiteral(b []byte, raw string) []byte {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return AppendString(b, "")
+	}
+	in := raw[1 : len(raw)-1]
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(in); {
+		if i+8 <= len(in) && plain8(load64(in[i:])) {
+			i += 8
+			continue
+		}
+		for end := min(i+8, len(in)); i < end; { // the word that held something: byte by byte
+			if n := plainAt(in, i, true); n > 0 {
+				i += n
+				continue
+			}
+			b = append(b, in[start:i]...)
+			n := 0
+			if in[i] >= utf8.RuneSelf { // invalid UTF-8, U+2028 or U+2029: as AppendString writes them
+				_, n = utf8.DecodeRuneInString(in[i:])
+				b = appendEscaped(b, in[i:i+n])
+			} else {
+				var r rune
+				if r, n = literalRune(in[i:]); n == 0 {
+					return append(b, '"') // not valid JSON: gjson stops here too
+				}
+				b = appendEscaped(b, string(r))
+			}
+			i += n
+			start = i
+		}
+	}
+	return append(append(b, in[start:]...), '"')
+}
+
+// literalRune reads the ASCII character at the start of s, a string
+// literal's contents at a place plainAt refuses: <, > or &, or an escape
+// AppendString writes otherwise (\/, a \u escape of anything but what it
+// writes as one, a surrogate pair read as one character, as gjson pairs
+// them). n is 0 where gjson's decoding stops (a control character, a bad
+// escape): not valid JSON.
+func literalRune(s string) (r rune, n int) {
+	switch {
+	case s[0] != '\\':
+		if s[0] < 0x20 || s[0] == '"' {
+			return 0, 0
+		}
+		return rune(s[0]), 1
+	case len(s) < 2:
+		return 0, 0
+	case s[1] == '/':
+		return '/', 2
+	case s[1] != 'u':
+		return 0, 0
+	}
+	r, ok := hex4(s[2:])
+	if !ok {
+		return 0, 0
+	}
+	if r >= 0xD800 && r < 0xDC00 && len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+		if r2, ok := hex4(s[8:]); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+			return utf16.DecodeRune(r, r2), 12
+		}
+	}
+	return r, 6 // a lone surrogate: string(r) is U+FFFD, as gjson writes it
+}
+
+// hex4 reads four hex digits at the start of s.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		if !isHex(c) {
+			return 0, false
+		}
+		r = r<<4 | rune(strings.IndexByte(hex, c|0x20))
+	}
+	return r, true
 }
 
 // AppendRaw appends raw as json.Marshal writes a json.RawMessage: compacted,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 var seeds = []string{
@@ -110,4 +112,27 @@ func TestEncoded(t *testing.T) {
 			}
 		}
 	}
+}
+
+var literalSeeds = []string{
+	`""`, `"plain"`, `"a<b>&c"`, `"\u003cb\u003e \u0026"`, `"\u003Cb\u003E"`, `"\/ \" \\ \b\f\n\r\t"`, `"\u0000\u001f\u0008\u000a\u007f"`,
+	`"\u00e9 \u00E9 é"`, `"\ud83d\ude00 \uD83D\uDE00"`, `"\ud800"`, `"\udc00\ud800x"`, `"\ud800\u0041"`, `"\ud800\ud800\udc00"`,
+	`"\u2028 \u2029"`, "\"\u2028 raw \u2029\"", "\"\xff\xfe bad \xe2\x80\"", "\"\xe2\x82\xac euro\"", `"{\"output\":\"a\\nb <c>\"}"`,
+	`"` + strings.Repeat(`if x < y && z > 0 {\n\treturn \"ok\"\n}\n`, 20) + `"`,
+}
+
+// FuzzAppendLiteral: AppendLiteral writes what AppendString writes for the
+// string gjson reads from a literal.
+func FuzzAppendLiteral(f *testing.F) {
+	for _, s := range literalSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !gjson.Valid(raw) || raw[0] != '"' || raw[len(raw)-1] != '"' { // a literal as a walk gives it: no space around
+			return
+		}
+		if got, want := AppendLiteral(nil, raw), AppendString(nil, gjson.Parse(raw).String()); !bytes.Equal(got, want) {
+			t.Fatalf("AppendLiteral(%q) = %s, want %s", raw, got, want)
+		}
+	})
 }
