@@ -17,8 +17,10 @@
 //     responses_store.go (the OpenAI Responses API, its conversations for
 //     previous_response_id); messages.go, messages_encode.go and
 //     messages_tools.go (the Anthropic Messages API), each translated onto the
-//     engine's chat completions; chatjson.go (the chat request both write,
-//     json.Marshal's bytes without re-encoding the conversation); models.go
+//     engine's chat completions, each reading the conversation in one walk
+//     (jsonval.go: a value as its raw text); chatjson.go (the chat request
+//     both write, json.Marshal's bytes without re-encoding the
+//     conversation); models.go
 //     (/v1/models and the forwarded inference routes).
 //   - Engine dialects: dialect.go (the interface), dialect_chat.go,
 //     dialect_completions.go, dialect_passthrough.go: how each engine API asks
