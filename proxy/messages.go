@@ -58,6 +58,13 @@ func messagesChat(req gjson.Result, count bool, owner string) ([]byte, *apiError
 // messagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
 // what was left out of the engine's request.
 func messagesChatWarn(doc gjson.Result, count bool, owner string) ([]byte, []string, *apiError) {
+	return messagesChatFrom(doc, count, owner, (*anthBuilder).addConversation)
+}
+
+// messagesChatFrom is messagesChatWarn with the conversation (system and
+// messages) added by add: messages_ref_test.go passes gjson's reading.
+func messagesChatFrom(doc gjson.Result, count bool, owner string,
+	add func(b *anthBuilder, system, messages gjson.Result) *apiError) ([]byte, []string, *apiError) {
 	req := readObject(doc)
 	model := req.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
@@ -76,10 +83,7 @@ func messagesChatWarn(doc gjson.Result, count bool, owner string) ([]byte, []str
 		out["max_tokens"] = n
 	}
 	b := &anthBuilder{calls: map[string]bool{}, skipped: map[string]int{}}
-	if err := b.addSystem(jval(req.Get("system").Raw)); err != nil {
-		return nil, nil, err
-	}
-	if err := b.addMessages(jval(req.Get("messages").Raw)); err != nil {
+	if err := add(b, req.Get("system"), req.Get("messages")); err != nil {
 		return nil, nil, err
 	}
 	out["messages"] = b.msgs
@@ -281,6 +285,14 @@ func (b *anthBuilder) addSystem(sys jval) *apiError {
 		return nil
 	}
 	return badMessages("system: Input should be a string or a list of text blocks")
+}
+
+// addConversation adds the system prompt and the messages.
+func (b *anthBuilder) addConversation(system, messages gjson.Result) *apiError {
+	if err := b.addSystem(jval(system.Raw)); err != nil {
+		return err
+	}
+	return b.addMessages(jval(messages.Raw))
 }
 
 // addMessages adds the messages of the list msgs, each read as it is

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,33 +29,19 @@ func refContentString(v gjson.Result) json.RawMessage {
 	return jsonString(v.String())
 }
 
-// refMessagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
-// what was left out of the engine's request.
+// refMessagesChatWarn is messagesChatWarn with gjson's reading of the
+// conversation.
 func refMessagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError) {
-	req := readObject(doc)
-	model := req.Get("model")
-	if model.Type != gjson.String || model.String() == "" {
-		return nil, nil, badMessages("model: Field required")
+	return messagesChatFrom(doc, count, "", (*anthBuilder).refAddConversation)
+}
+
+// refAddConversation is addConversation by gjson.
+func (b *anthBuilder) refAddConversation(system, msgs gjson.Result) *apiError {
+	if err := b.refAddSystem(system); err != nil {
+		return err
 	}
-	out := map[string]any{"model": model.String()}
-	if !count {
-		mt := req.Get("max_tokens")
-		if !mt.Exists() {
-			return nil, nil, badMessages("max_tokens: Field required")
-		}
-		n, ok := positiveInt(mt)
-		if !ok {
-			return nil, nil, badMessages("max_tokens: Input should be a positive integer")
-		}
-		out["max_tokens"] = n
-	}
-	b := &refAnthBuilder{calls: map[string]bool{}, skipped: map[string]int{}}
-	if err := b.refAddSystem(req.Get("system")); err != nil {
-		return nil, nil, err
-	}
-	msgs := req.Get("messages")
 	if !msgs.IsArray() || len(msgs.Array()) == 0 {
-		return nil, nil, badMessages("messages: Field required (a non-empty list)")
+		return badMessages("messages: Field required (a non-empty list)")
 	}
 	var err *apiError
 	i := 0
@@ -65,103 +50,10 @@ func refMessagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiEr
 		i++
 		return err == nil
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out["messages"] = b.msgs
-	if last := b.msgs[len(b.msgs)-1]; last.Role == "assistant" && len(last.ToolCalls) == 0 {
-		// a final assistant message is a prefill: the model continues it
-		out["continue_final_message"], out["add_generation_prompt"] = true, false
-	}
-	tools, err := anthTools(req.Get("tools"))
-	if err != nil {
-		return nil, nil, err
-	}
-	var warns []string
-	if len(tools.chat) > 0 {
-		out["tools"] = tools.chat
-	}
-	if tc := req.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null {
-		choice, parallel, err := anthToolChoice(tc)
-		if err != nil {
-			return nil, nil, err
-		}
-		if name := tc.Get("name").String(); tc.Get("type").String() == "tool" && tools.names[name] {
-			choice = "auto"
-			warns = append(warns, "tool_choice names '"+name+"', a tool left out of the engine's tools; auto used")
-		}
-		if len(tools.chat) > 0 { // engines refuse tool_choice without tools; Anthropic ignores it
-			out["tool_choice"] = choice
-			if parallel != nil {
-				out["parallel_tool_calls"] = *parallel
-			}
-		}
-	}
-	for _, k := range []string{"temperature", "top_p"} {
-		if v := req.Get(k); v.Exists() && v.Type != gjson.Null {
-			if v.Type != gjson.Number {
-				return nil, nil, badMessages(k + ": Input should be a valid number")
-			}
-			out[k] = json.RawMessage(v.Raw)
-		}
-	}
-	if v := req.Get("top_k"); v.Exists() && v.Type != gjson.Null {
-		n, ok := positiveInt(v)
-		if !ok {
-			return nil, nil, badMessages("top_k: Input should be a positive integer")
-		}
-		out["top_k"] = n
-	}
-	if v := req.Get("stop_sequences"); v.Exists() && v.Type != gjson.Null {
-		stops := []string{}
-		ok := v.IsArray()
-		v.ForEach(func(_, s gjson.Result) bool {
-			ok = ok && s.Type == gjson.String
-			stops = append(stops, s.String())
-			return ok
-		})
-		if !ok {
-			return nil, nil, badMessages("stop_sequences: Input should be a list of strings")
-		}
-		if len(stops) > 0 {
-			out["stop"] = stops
-		}
-	}
-	if f := req.Get("output_config.format"); f.Get("type").String() == "json_schema" {
-		out["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{
-			"name": "output", "schema": rawOr(f.Get("schema"), "{}")}}
-	}
-	if !count && req.Get("stream").Bool() {
-		out["stream"] = true
-		out["stream_options"] = map[string]any{"include_usage": true}
-	}
-	body, merr := marshalRequest(out)
-	if merr != nil {
-		return nil, nil, badMessages("cannot build the engine request: " + merr.Error())
-	}
-	if w := leftOutWarning(tools.leftOut); w != "" {
-		warns = append([]string{w}, warns...)
-	}
-	if len(b.skipped) > 0 {
-		types := make([]string, 0, len(b.skipped))
-		for t := range b.skipped {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		warns = append(warns, "content blocks left out (their tools are not the engine's): "+strings.Join(types, ", "))
-	}
-	return body, warns, nil
+	return err
 }
 
-// refAnthBuilder turns Messages system and messages into chat messages. Every
-// tool_result must answer a tool_use of an earlier assistant message.
-type refAnthBuilder struct {
-	msgs    []chatMessage
-	calls   map[string]bool // tool_use ids so far
-	skipped map[string]int  // server tool blocks left out, by type
-}
-
-func (b *refAnthBuilder) refAddSystem(sys gjson.Result) *apiError {
+func (b *anthBuilder) refAddSystem(sys gjson.Result) *apiError {
 	switch {
 	case !sys.Exists() || sys.Type == gjson.Null:
 		return nil
@@ -203,7 +95,7 @@ func refTextOnly(blocks gjson.Result, where string) (json.RawMessage, *apiError)
 	return refPartsContent(parts), nil
 }
 
-func (b *refAnthBuilder) refAddMessage(i int, m gjson.Result) *apiError {
+func (b *anthBuilder) refAddMessage(i int, m gjson.Result) *apiError {
 	where := "messages." + strconv.Itoa(i)
 	if !m.IsObject() {
 		return badMessages(where + ": Input should be an object")
@@ -241,7 +133,7 @@ func (b *refAnthBuilder) refAddMessage(i int, m gjson.Result) *apiError {
 // refAddUser adds a user turn: its tool results first, as tool messages right
 // after the assistant's tool calls (Anthropic puts tool_result blocks first
 // in the turn), then its text and images as one user message.
-func (b *refAnthBuilder) refAddUser(where string, blocks gjson.Result) *apiError {
+func (b *anthBuilder) refAddUser(where string, blocks gjson.Result) *apiError {
 	var parts []map[string]any
 	var results []chatMessage
 	var err *apiError
@@ -341,7 +233,7 @@ func refToolResultContent(at string, c gjson.Result) (json.RawMessage, *apiError
 // refAddAssistant adds an assistant turn: text as content, thinking as
 // reasoning_content, tool_use blocks as tool calls. redacted_thinking is
 // accepted and left out: its data is encrypted for another model.
-func (b *refAnthBuilder) refAddAssistant(where string, blocks gjson.Result) *apiError {
+func (b *anthBuilder) refAddAssistant(where string, blocks gjson.Result) *apiError {
 	var parts []map[string]any
 	m := chatMessage{Role: "assistant"}
 	var err *apiError

@@ -64,6 +64,12 @@ var errChainTooLarge = &apiError{413, "invalid_request_error", "request_too_larg
 const maxEchoMessage = 512
 
 func (responsesSurface) translate(s *Server, owner string, body []byte) (*translation, *apiError) {
+	return translateInput(s, owner, body, (*chatBuilder).addInput)
+}
+
+// translateInput is the translation with the input added by add:
+// responses_ref_test.go passes gjson's reading.
+func translateInput(s *Server, owner string, body []byte, add func(*chatBuilder, gjson.Result) *apiError) (*translation, *apiError) {
 	req := readObject(gjson.ParseBytes(body))
 	echo := respRequest{Model: req.Get("model").String(), ParallelToolCalls: true, Store: true,
 		Instructions: rawOr(req.Get("instructions"), "null"), MaxOutputTokens: rawOr(req.Get("max_output_tokens"), "null"),
@@ -104,7 +110,7 @@ func (responsesSurface) translate(s *Server, owner string, body []byte) (*transl
 			return nil, err
 		}
 	}
-	if err := b.addInput(req.Get("input")); err != nil {
+	if err := add(b, req.Get("input")); err != nil {
 		return nil, err
 	}
 	if len(b.msgs) == 0 {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,79 +18,10 @@ import (
 // and each list walked with ForEach: the reference responses.go's one-pass
 // walk of the input items is held to (FuzzResponsesWalk).
 
-// refResponsesTranslate is responsesSurface.translate with gjson's reading.
+// refResponsesTranslate is the translation with gjson's reading of the
+// input.
 func refResponsesTranslate(s *Server, owner string, body []byte) (*translation, *apiError) {
-	req := readObject(gjson.ParseBytes(body))
-	echo := respRequest{Model: req.Get("model").String(), ParallelToolCalls: true, Store: true,
-		Instructions: rawOr(req.Get("instructions"), "null"), MaxOutputTokens: rawOr(req.Get("max_output_tokens"), "null"),
-		Temperature: rawOr(req.Get("temperature"), "1"), TopP: rawOr(req.Get("top_p"), "1"),
-		ToolChoice: rawOr(req.Get("tool_choice"), `"auto"`), Metadata: rawOr(req.Get("metadata"), "{}"),
-		Reasoning: rawOr(req.Get("reasoning"), `{"effort":null,"summary":null}`),
-		Text:      rawOr(req.Get("text"), `{"format":{"type":"text"}}`), User: rawOr(req.Get("user"), "null")}
-	if v := req.Get("parallel_tool_calls"); v.Exists() {
-		echo.ParallelToolCalls = v.Bool()
-	}
-	if v := req.Get("store"); v.Exists() {
-		echo.Store = v.Bool()
-	}
-	if echo.Model == "" {
-		return nil, badResponses("model", "model is required")
-	}
-	tools := newRespToolSet()
-	if err := tools.addList(req.Get("tools"), "tools"); err != nil {
-		return nil, err
-	}
-	b := &chatBuilder{calls: map[string]bool{}, skipped: map[string]int{}, ts: tools,
-		ref: func(id string) ([]byte, bool) { return s.responses.get(owner, id) }, refRoom: s.opts.MaxBodyBytes}
-	if b.refRoom <= 0 {
-		b.refRoom = math.MaxInt
-	}
-	if prev := req.Get("previous_response_id"); prev.Exists() && prev.Type != gjson.Null {
-		id := prev.String()
-		conv, ok := s.responses.get(owner, id)
-		if !ok || len(conv) == 0 || conv[0] != '[' { // an output item's id names no conversation
-			return nil, &apiError{404, "invalid_request_error", "previous_response_not_found",
-				"Previous response with id '" + clip(id) + "' not found.", "previous_response_id"}
-		}
-		echo.PreviousResponseID = &id
-		if b.refRoom -= len(conv); b.refRoom < 0 {
-			return nil, errChainTooLarge
-		}
-		if err := b.addConversation(conv); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.refAddInput(req.Get("input")); err != nil {
-		return nil, err
-	}
-	if len(b.msgs) == 0 {
-		return nil, badResponses("input", "input is required")
-	}
-	if t := req.Get("tools"); t.IsArray() {
-		echo.Tools = json.RawMessage(t.Raw)
-	} else {
-		echo.Tools = json.RawMessage("[]")
-	}
-	chat, choiceWarn, err := chatRequest(req, echo, b, tools)
-	if err != nil {
-		return nil, err
-	}
-	if limit := s.opts.MaxBodyBytes; limit > 0 && len(chat) > limit {
-		return nil, errChainTooLarge // what the engine would get: the conversation, references and input
-	}
-	var warns []string
-	for _, w := range []string{leftOutWarning(tools.leftOut), skippedWarning(b.skipped), choiceWarn} {
-		if w != "" {
-			warns = append(warns, w)
-		}
-	}
-	var conv []chatMessage
-	if echo.Store {
-		conv = b.msgs
-	}
-	enc := newResponsesEncoder(s, owner, echo, conv)
-	enc.ts, enc.warns = tools, warns
-	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
+	return translateInput(s, owner, body, (*chatBuilder).refAddInput)
 }
 
 func (b *chatBuilder) refAddInput(in gjson.Result) *apiError {
