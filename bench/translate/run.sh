@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 LITELLM_VERSION=${LITELLM_VERSION:-1.110.2}
-venv=${HONE_LITELLM_VENV:-$HOME/.cache/hone/litellm-venv}
+venv=${HONE_BENCH_LITELLM_VENV:-$HOME/.cache/hone/litellm-venv}
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import litellm' 2>/dev/null; then
 	python3 -m venv "$venv"
 	"$venv/bin/pip" install -q "litellm==$LITELLM_VERSION"
