@@ -44,7 +44,7 @@ type Admission struct {
 	Route  string
 	Model  string // model name the agent asked for
 	Hone   HoneHeaders
-	Body   []byte // request body as the agent sent it
+	Body   []byte // request body as the agent sent it (of a repeated top-level key, only the last member)
 	// Owner identifies the client key the call came with (a hash, never the
 	// key; "" without client keys). A session belongs to the owner of its
 	// first call.
@@ -114,7 +114,7 @@ type Call struct {
 	HTTPStatus int    `json:"http_status"`
 	Error      string `json:"error,omitempty"`
 
-	Request  []byte `json:"request"`  // request body as the agent sent it (never headers)
+	Request  []byte `json:"request"`  // request body as the agent sent it, a repeated top-level key's last member only (never headers)
 	Response []byte `json:"response"` // response body as the engine sent it; streams: aggregated chat/completion object
 	// ResponseNulls are byte ranges of Response (sorted, apart) that the
 	// stored record holds as null: the prompt's token ids, which PromptIDs

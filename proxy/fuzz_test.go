@@ -19,9 +19,11 @@ import (
 // inspectRef is inspect as gjson reads the body (the members and their
 // values): the reference FuzzRewrite holds the walk to.
 func inspectRef(doc gjson.Result, d dialect) (a asked, model string) {
-	seen := map[string]bool{}
+	seen, exact := map[string]bool{}, map[string]bool{}
 	doc.ForEach(func(k, v gjson.Result) bool {
 		key := k.Str
+		a.repeats = a.repeats || exact[key]
+		exact[key] = true
 		if b := foldedBit(key); b != 0 {
 			a.dups |= b
 			key = takenKeys[bits.TrailingZeros8(b)]

@@ -27,6 +27,11 @@ type asked struct {
 	// dups has the bit (takenBit) of each key take reads that the body
 	// holds more than once: take kept the last value, as vLLM's parser does.
 	dups uint8
+	// repeats: some top-level key (any, in the same spelling) appears more
+	// than once. The engine reads the last; gjson, and so capture's and
+	// the translations' readers, the first: handleCall keeps only the last
+	// (lastOfEach) before anything reads the body.
+	repeats bool
 	// renamed is the model name the agent sent, as a JSON string, when hone
 	// sent the engine another (a policy alias's adapter): the answer's
 	// "model" says the agent's name again. Empty: nothing renamed.
@@ -54,7 +59,9 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 		return a, "", false
 	}
 	var seen uint8
+	var keys keySet
 	for key := range w.Members {
+		a.repeats = keys.add(key) || a.repeats
 		bit := takenBit(key)
 		if bit == 0 {
 			if bit = foldedBit(key); bit == 0 {
@@ -234,42 +241,90 @@ func foldedBit(key string) uint8 {
 // each key in dups (takenBit bits), in any spelling encoding/json matches:
 // the last, the one engines read, stays, under the key's own name.
 func lastOnly(body []byte, dups uint8) []byte {
-	bitOf := func(key string) uint8 {
-		if b := takenBit(key); b != 0 {
-			return b & dups
+	return lastMembers(body, func(key string) string {
+		b := takenBit(key)
+		if b == 0 {
+			b = foldedBit(key)
 		}
-		return foldedBit(key) & dups
-	}
+		if b&dups == 0 {
+			return key
+		}
+		return takenKeys[bits.TrailingZeros8(b&dups)]
+	})
+}
+
+// lastOfEach returns a copy of the object body with only the last member of
+// each key it repeats: the one vLLM (Python's json) and Go's encoding/json
+// keep.
+func lastOfEach(body []byte) []byte {
+	return lastMembers(body, func(key string) string { return key })
+}
+
+// lastMembers copies the object body keeping, of the members whose keys
+// name maps to the same name, only the last, under that name.
+func lastMembers(body []byte, name func(key string) string) []byte {
 	doc := gjson.ParseBytes(body)
-	left := map[uint8]int{} // members of each duplicated key still to come
+	last := map[string]int{} // each name's last member
+	i := 0
 	doc.ForEach(func(k, _ gjson.Result) bool {
-		if b := bitOf(k.Str); b != 0 {
-			left[b]++
-		}
+		last[name(k.Str)] = i
+		i++
 		return true
 	})
 	out := make([]byte, 0, len(body))
 	out = append(out, '{')
+	i = 0
 	doc.ForEach(func(k, v gjson.Result) bool {
-		b := bitOf(k.Str)
-		if b != 0 {
-			if left[b]--; left[b] > 0 {
-				return true
+		n := name(k.Str)
+		if last[n] == i {
+			if len(out) > 1 {
+				out = append(out, ',')
 			}
+			if n == k.Str {
+				out = append(out, k.Raw...)
+			} else {
+				out = strconv.AppendQuote(out, n)
+			}
+			out = append(out, ':')
+			out = append(out, v.Raw...)
 		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		if b != 0 {
-			out = strconv.AppendQuote(out, takenKeys[bits.TrailingZeros8(b)])
-		} else {
-			out = append(out, k.Raw...)
-		}
-		out = append(out, ':')
-		out = append(out, v.Raw...)
+		i++
 		return true
 	})
 	return append(out, '}')
+}
+
+// keySet finds a repeated top-level key: an agent's object has a handful,
+// compared in place; past len(few) a map takes them.
+type keySet struct {
+	few  [16]string
+	n    int
+	many map[string]struct{}
+}
+
+// add notes key and reports whether it was there already.
+func (k *keySet) add(key string) bool {
+	if k.many == nil {
+		for _, s := range k.few[:k.n] {
+			if s == key {
+				return true
+			}
+		}
+		if k.n < len(k.few) {
+			k.few[k.n] = key
+			k.n++
+			return false
+		}
+		k.many = make(map[string]struct{}, 2*len(k.few))
+		for _, s := range k.few {
+			k.many[s] = struct{}{}
+		}
+	}
+	if _, ok := k.many[key]; ok {
+		return true
+	}
+	k.many[key] = struct{}{}
+	return false
 }
 
 type field struct {

@@ -97,3 +97,34 @@ func TestTakenBits(t *testing.T) {
 		t.Error("messages has a bit")
 	}
 }
+
+// A top-level key the agent repeats reaches every reader as the engine
+// reads it (the last member): the engine's body, the captured request and
+// the translations see the same conversation.
+func TestRepeatedKeysLastOnly(t *testing.T) {
+	stub := newStub(t)
+	h := startHone(t, nil, stub)
+	first, second := `[{"role":"user","content":"first"}]`, `[{"role":"user","content":"second"}]`
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"m","messages":` + first + `,"max_tokens":3,"messages":` + second + `}`},
+		{"/v1/chat/completions", `{"model":"m","mess\u0061ges":` + first + `,"messages":` + second + `}`},
+		{"/v1/messages", `{"model":"m","max_tokens":3,"messages":` + first + `,"messages":` + second + `}`},
+	} {
+		if r := post(t, h.url, tc.path, []byte(tc.body), nil); r.status != 200 {
+			t.Fatalf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
+		}
+		up, _ := stub.lastRequest()
+		if n := countKey(up, "messages"); n != 1 || !strings.Contains(string(up), "second") || strings.Contains(string(up), "first") {
+			t.Errorf("%s %s: the engine got %s", tc.path, tc.body, up)
+		}
+	}
+	for _, c := range waitCalls(t, h.rec, 3) {
+		if req := string(c.Request); countKey(c.Request, "messages") != 1 || strings.Contains(req, "first") {
+			t.Errorf("captured request %s", req)
+		}
+	}
+	body := `{"a":1,"b":[1,{"a":2}],"a":{"x":1},"c":null,"b":"z"}`
+	if got, want := string(lastOfEach([]byte(body))), `{"a":{"x":1},"c":null,"b":"z"}`; got != want {
+		t.Errorf("lastOfEach(%s) = %s, want %s", body, got, want)
+	}
+}

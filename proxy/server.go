@@ -346,6 +346,10 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		s.failAPI(ctx, api, errBadJSON)
 		return
 	}
+	if c.asked.repeats { // what the engine would read, for every reader
+		body = lastOfEach(body)
+		c.asked, c.model, _ = inspect(body, d)
+	}
 	owner, _ := ctx.UserValue(ownerKey{}).(string)
 	tr, terr := api.translate(s, owner, body)
 	if terr != nil {
