@@ -27,9 +27,10 @@ type surface interface {
 
 // translation is a translated request and the encoder of its answer.
 type translation struct {
-	body []byte  // the engine request (chat completions JSON)
-	path string  // the engine route, e.g. /v1/chat/completions
-	enc  encoder // turns the engine's answer into the agent's API
+	body []byte     // the engine request (chat completions JSON)
+	in   inspection // inspect's reading of body, taken as it was written
+	path string     // the engine route, e.g. /v1/chat/completions
+	enc  encoder    // turns the engine's answer into the agent's API
 }
 
 // encoder turns the engine's chat completions answer into a translated

@@ -21,8 +21,9 @@ import (
 
 // marshalRequest writes out as json.Marshal writes a map[string]any (keys
 // sorted), with a []chatMessage value written by appendChatMessages and a
-// marshaled one copied.
-func marshalRequest(out map[string]any) ([]byte, error) {
+// marshaled one copied. With in set, it reads the request as inspect would
+// (chat dialect) while it writes it.
+func marshalRequest(out map[string]any, in *inspection) ([]byte, error) {
 	keys := make([]string, 0, len(out))
 	for k := range out {
 		keys = append(keys, k)
@@ -34,6 +35,7 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(jsonenc.AppendString(b, k), ':')
+		at := len(b)
 		var err error
 		switch v := out[k].(type) {
 		case []chatMessage:
@@ -47,6 +49,11 @@ func marshalRequest(out map[string]any) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if in != nil {
+			if key := in.key(k); key != "" {
+				in.value(key, string(b[at:]), at, chatDialect)
+			}
 		}
 	}
 	return append(b, '}'), nil
@@ -81,6 +88,16 @@ func sizeHint(out map[string]any) int {
 // content marked encoded is what AppendRaw would write: every test that
 // translates a request then holds the builders to their word.
 var verifyEncoded = testing.Testing()
+
+// mustInspectAs panics unless inspect reads body as a translation's
+// inspection did: under go test, every translated call holds
+// marshalRequest's reading to inspect's.
+func mustInspectAs(body []byte, d dialect, a asked, model string) {
+	ra, rmodel, ok := inspect(body, d)
+	if !ok || rmodel != model || fmt.Sprintf("%+v", ra) != fmt.Sprintf("%+v", a) {
+		panic(fmt.Sprintf("translated request read as %q %+v, inspect reads %v %q %+v: %s", model, a, ok, rmodel, ra, body))
+	}
+}
 
 func mustBeEncoded(c json.RawMessage) {
 	if out, err := jsonenc.AppendRaw(nil, c); err != nil || !bytes.Equal(out, c) {

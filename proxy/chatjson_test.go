@@ -33,14 +33,14 @@ func TestChatJSONMatchesMarshal(t *testing.T) {
 	out := map[string]any{"model": "m<", "messages": msgs, "max_tokens": int64(7), "temperature": json.RawMessage(" 0.5 "),
 		"stream_options": map[string]any{"include_usage": true}, "stop": []string{"</s>"}, "tools": []json.RawMessage{json.RawMessage(`{"a" : 1}`)}}
 	want, _ := json.Marshal(out)
-	if got, err := marshalRequest(out); err != nil || !bytes.Equal(got, want) {
+	if got, err := marshalRequest(out, nil); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("request: %s, %v\nwant %s", got, err, want)
 	}
 	bad := []chatMessage{{Role: "user", Content: json.RawMessage(`{"a":`)}}
 	if _, err := appendChatMessages(nil, bad); err == nil {
 		t.Fatal("invalid content: no error")
 	}
-	if _, err := marshalRequest(map[string]any{"messages": bad}); err == nil {
+	if _, err := marshalRequest(map[string]any{"messages": bad}, nil); err == nil {
 		t.Fatal("invalid content in a request: no error")
 	}
 }

@@ -34,13 +34,15 @@ func (messagesSurface) writeError(ctx *fasthttp.RequestCtx, e *apiError) { write
 
 func (messagesSurface) translate(_ *Server, owner string, body []byte) (*translation, *apiError) {
 	req := gjson.ParseBytes(body)
-	chat, warns, err := messagesChatWarn(req, false, owner)
+	tr := &translation{path: "/v1/chat/completions"}
+	chat, warns, err := messagesChatFrom(req, false, owner, (*anthBuilder).addConversation, &tr.in)
 	if err != nil {
 		return nil, err
 	}
 	enc := newMessagesEncoder(req.Get("model").String())
 	enc.warns = warns
-	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
+	tr.body, tr.enc = chat, enc
+	return tr, nil
 }
 
 func badMessages(msg string) *apiError {
@@ -58,13 +60,14 @@ func messagesChat(req gjson.Result, count bool, owner string) ([]byte, *apiError
 // messagesChatWarn is messagesChat with the warnings for X-Hone-Warning:
 // what was left out of the engine's request.
 func messagesChatWarn(doc gjson.Result, count bool, owner string) ([]byte, []string, *apiError) {
-	return messagesChatFrom(doc, count, owner, (*anthBuilder).addConversation)
+	return messagesChatFrom(doc, count, owner, (*anthBuilder).addConversation, nil)
 }
 
 // messagesChatFrom is messagesChatWarn with the conversation (system and
-// messages) added by add: messages_ref_test.go passes gjson's reading.
+// messages) added by add (messages_ref_test.go passes gjson's reading) and,
+// with in set, the request's inspection (marshalRequest).
 func messagesChatFrom(doc gjson.Result, count bool, owner string,
-	add func(b *anthBuilder, system, messages gjson.Result) *apiError) ([]byte, []string, *apiError) {
+	add func(b *anthBuilder, system, messages gjson.Result) *apiError, in *inspection) ([]byte, []string, *apiError) {
 	req := readObject(doc)
 	model := req.Get("model")
 	if model.Type != gjson.String || model.String() == "" {
@@ -153,7 +156,7 @@ func messagesChatFrom(doc gjson.Result, count bool, owner string,
 		out["stream"] = true
 		out["stream_options"] = map[string]any{"include_usage": true}
 	}
-	body, merr := marshalRequest(out)
+	body, merr := marshalRequest(out, in)
 	if merr != nil {
 		return nil, nil, badMessages("cannot build the engine request: " + merr.Error())
 	}

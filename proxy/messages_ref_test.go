@@ -32,7 +32,7 @@ func refContentString(v gjson.Result) json.RawMessage {
 // refMessagesChatWarn is messagesChatWarn with gjson's reading of the
 // conversation.
 func refMessagesChatWarn(doc gjson.Result, count bool) ([]byte, []string, *apiError) {
-	return messagesChatFrom(doc, count, "", (*anthBuilder).refAddConversation)
+	return messagesChatFrom(doc, count, "", (*anthBuilder).refAddConversation, nil)
 }
 
 // refAddConversation is addConversation by gjson.

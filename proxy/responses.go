@@ -121,7 +121,8 @@ func translateInput(s *Server, owner string, body []byte, add func(*chatBuilder,
 	} else {
 		echo.Tools = json.RawMessage("[]")
 	}
-	chat, choiceWarn, err := chatRequest(req, echo, b, tools)
+	tr := &translation{path: "/v1/chat/completions"}
+	chat, choiceWarn, err := chatRequest(req, echo, b, tools, &tr.in)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,8 @@ func translateInput(s *Server, owner string, body []byte, add func(*chatBuilder,
 	}
 	enc := newResponsesEncoder(s, owner, echo, conv)
 	enc.ts, enc.warns = tools, warns
-	return &translation{body: chat, path: "/v1/chat/completions", enc: enc}, nil
+	tr.body, tr.enc = chat, enc
+	return tr, nil
 }
 
 func rawOr(v gjson.Result, def string) json.RawMessage {
@@ -150,9 +152,10 @@ func rawOr(v gjson.Result, def string) json.RawMessage {
 	return json.RawMessage(v.Raw)
 }
 
-// chatRequest assembles the engine's chat completions request; it returns
-// a warning when tool_choice named a tool the engine is not offered.
-func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) ([]byte, string, *apiError) {
+// chatRequest assembles the engine's chat completions request, read into
+// in as it is written; it returns a warning when tool_choice named a tool
+// the engine is not offered.
+func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet, in *inspection) ([]byte, string, *apiError) {
 	msgs := b.msgs
 	if ins := req.Get("instructions"); ins.Exists() && ins.Type != gjson.Null {
 		if ins.Type != gjson.String {
@@ -208,7 +211,7 @@ func chatRequest(req object, echo respRequest, b *chatBuilder, ts *respToolSet) 
 		out["stream"] = true
 		out["stream_options"] = map[string]any{"include_usage": true}
 	}
-	body, err := marshalRequest(out)
+	body, err := marshalRequest(out, in)
 	if err != nil {
 		return nil, "", badResponses("", "cannot build the engine request: "+err.Error())
 	}

@@ -58,35 +58,59 @@ func inspect(body []byte, d dialect) (a asked, model string, ok bool) {
 	if w.At() != '{' {
 		return a, "", false
 	}
-	var seen uint8
-	var keys keySet
+	var in inspection
 	for key := range w.Members {
-		a.repeats = keys.add(key) || a.repeats
-		bit := takenBit(key)
-		if bit == 0 {
-			if bit = foldedBit(key); bit == 0 {
-				w.Skip()
-				continue
-			}
-			a.dups |= bit // another spelling, as Go's encoding/json matches it: normalised by lastOnly
-			key = takenKeys[bits.TrailingZeros8(bit)]
+		if key = in.key(key); key == "" {
+			w.Skip()
+			continue
 		}
-		if seen&bit != 0 {
-			a.dups |= bit
-		}
-		seen |= bit
 		raw, at := w.Value()
-		v := gjson.Parse(raw)
-		v.Index = at
-		if key == "model" {
-			model = v.String()
-		}
-		a.take(key, v, d)
+		in.value(key, raw, at, d)
 	}
 	if w.Bad() || !w.End() {
 		return asked{}, "", false
 	}
-	return a, model, true
+	return in.a, in.model, true
+}
+
+// inspection is inspect's reading of a body, built member by member: by
+// inspect's walk, or by marshalRequest as it writes a request (hone's
+// translations), which so needs no walk of its own.
+type inspection struct {
+	a     asked
+	model string
+	seen  uint8 // takenBit of the keys read
+	keys  keySet
+}
+
+// key notes a top-level member's key and returns the key of takenKeys it
+// stands for ("": a value inspect skips).
+func (in *inspection) key(key string) string {
+	in.a.repeats = in.keys.add(key) || in.a.repeats
+	bit := takenBit(key)
+	if bit == 0 {
+		if bit = foldedBit(key); bit == 0 {
+			return ""
+		}
+		in.a.dups |= bit // another spelling, as Go's encoding/json matches it: normalised by lastOnly
+		key = takenKeys[bits.TrailingZeros8(bit)]
+	}
+	if in.seen&bit != 0 {
+		in.a.dups |= bit
+	}
+	in.seen |= bit
+	return key
+}
+
+// value takes the value of a key of takenKeys: raw, at offset at in the
+// body.
+func (in *inspection) value(key, raw string, at int, d dialect) {
+	v := gjson.Parse(raw)
+	v.Index = at
+	if key == "model" {
+		in.model = v.String()
+	}
+	in.a.take(key, v, d)
 }
 
 // takenKeys are the top-level keys take reads, in the order of their

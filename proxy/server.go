@@ -340,7 +340,8 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 		upPath: ctx.Request.URI().RequestURI()}
 	body := ctx.PostBody()
 	// one walk validates the agent's body and, for the engine's own APIs,
-	// reads what the call needs from it; a translated body is read again
+	// reads what the call needs from it; a translated body is read as the
+	// translation writes it
 	var ok bool
 	if c.asked, c.model, ok = inspect(body, d); !ok {
 		s.failAPI(ctx, api, errBadJSON)
@@ -358,7 +359,10 @@ func (s *Server) handleCall(ctx *fasthttp.RequestCtx, api surface) {
 	}
 	if tr != nil {
 		body, c.reply, c.upPath = tr.body, translated{tr.enc}, []byte(tr.path)
-		c.asked, c.model, _ = inspect(body, d)
+		c.asked, c.model = tr.in.a, tr.in.model
+		if verifyEncoded {
+			mustInspectAs(body, d, c.asked, c.model)
+		}
 	}
 	hr := readHoneHeaders(&ctx.Request.Header, &s.opts.Headers, s.opts.StrictHeaders)
 	if hr.err != nil {
