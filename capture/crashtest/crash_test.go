@@ -103,8 +103,10 @@ func kills(*testing.T) int {
 // run sessions against it, kills() times, restarting it on the same store
 // after each kill. What must hold, exactly:
 //
-//   - No acknowledged data is lost (checked after every restart, verify):
-//     every reward and commit acknowledged before a kill is stored, and
+//   - No acknowledged data is lost (checked after every restart, verify,
+//     for the sessions of the round just killed and a sample of older
+//     ones; for all of them at the last start): every reward and commit
+//     acknowledged before a kill is stored, and
 //     every call answered 200 before that acknowledgement is in the store,
 //     by its X-Hone-Call id, and counted in the session's experience. Control-plane
 //     writes return once durable, and a call carrying X-Hone-Reward or
@@ -139,7 +141,7 @@ func TestCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start %d: %v", i, err)
 		}
-		verify(t, srv, led, i)
+		verify(t, srv, led, i, i == n, rng)
 		if i == n {
 			srv.kill()
 			break
@@ -527,9 +529,16 @@ func (s *server) storedCalls(t *testing.T, id string) (calls []storedCall, found
 
 // verify checks every acknowledged feedback and commit, and that the ready
 // queue holds each session at most once with increasing cursors.
-func verify(t *testing.T, s *server, led *ledger, restart int) {
+func verify(t *testing.T, s *server, led *ledger, restart int, all bool, rng *rand.Rand) {
 	t.Helper()
+	// every session after the kill that could have hurt it (the last
+	// round's), older ones sampled: checking them all at each restart made
+	// the 100-kill run quadratic (23 minutes on a 2-core VM)
+	sample := min(1, float64(verifySample)/float64(max(1, len(led.sessions))))
 	for id, o := range led.sessions {
+		if !all && o.round < restart-1 && rng.Float64() >= sample {
+			continue
+		}
 		if o.reward == nil && !o.committed {
 			continue
 		}
@@ -575,6 +584,10 @@ func verify(t *testing.T, s *server, led *ledger, restart int) {
 		}
 	}
 }
+
+// verifySample is about how many older sessions verify checks again at a
+// restart.
+const verifySample = 200
 
 func hasReward(v sessionView, r float64) bool {
 	for _, x := range v.Rewards {
