@@ -53,7 +53,7 @@ func (c LoRAConfig) Validate() error {
 	return nil
 }
 
-// peftConfig mirrors the adapter_config.json PEFT 0.21.2's save_pretrained
+// peftConfig mirrors the adapter_config.json PEFT 0.22.0's save_pretrained
 // writes for a plain LoRA on a causal LM, every default included, in the
 // same (sorted) key order; only peft_version is left out (hone is not PEFT).
 // trainer/parity_test.go compares it with what the installed PEFT writes.
@@ -61,6 +61,7 @@ type peftConfig struct {
 	AloraInvocationTokens any            `json:"alora_invocation_tokens"`
 	AlphaPattern          map[string]any `json:"alpha_pattern"`
 	ArrowConfig           any            `json:"arrow_config"`
+	AstraConfig           any            `json:"astra_config"`
 	AutoMapping           any            `json:"auto_mapping"`
 	BaseModel             string         `json:"base_model_name_or_path"`
 	Bias                  string         `json:"bias"`
