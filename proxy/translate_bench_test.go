@@ -33,3 +33,30 @@ func benchTranslate(b *testing.B, api surface, name string) {
 		}
 	}
 }
+
+// The walk a translated call no longer makes: inspect over the engine's
+// chat request that a coding agent's call becomes (the translation reads
+// it as it writes it).
+func BenchmarkInspectTranslated(b *testing.B) {
+	for _, c := range []struct {
+		api  surface
+		name string
+	}{{messagesSurface{}, "messages-coding-40.json"}, {responsesSurface{}, "responses-coding-40.json"}} {
+		b.Run(c.api.label(), func(b *testing.B) {
+			body, err := os.ReadFile("../testdata/requests/" + c.name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tr, aerr := c.api.translate(testServer(), "", body)
+			if aerr != nil {
+				b.Fatal(aerr)
+			}
+			b.SetBytes(int64(len(tr.body)))
+			for b.Loop() {
+				if _, _, ok := inspect(tr.body, chatDialect); !ok {
+					b.Fatal("not a JSON object")
+				}
+			}
+		})
+	}
+}
