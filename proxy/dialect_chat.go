@@ -103,6 +103,13 @@ func chatLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok fu
 // literally halves the cost of an answer's bulk.
 func vllmLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok func(*capture.Choice, string)) bool {
 	start := w.Pos()
+	if !withTokens {
+		if end, lp, ok := vllmEntry(w.Doc(), start); ok {
+			ch.Logprobs = append(ch.Logprobs, float32(jsonwalk.AsFloat(lp)))
+			w.SkipTo(end)
+			return true
+		}
+	}
 	if !w.Lit(`{"token":`) {
 		return false
 	}
@@ -125,6 +132,141 @@ func vllmLogprob(w *jsonwalk.Walker, ch *capture.Choice, withTokens bool, tok fu
 	}
 	w.Reset(start)
 	return false
+}
+
+// vllmEntry scans the logprobs entry that starts at s[i] when it is exactly
+// {"token":"…","logprob":N,"bytes":[…],"top_logprobs":[]} (vLLM's form
+// without top logprobs) and returns where it ends and its logprob's raw
+// text; ok is false for any other text, which the general walk reads. It
+// checks what the walk would: the token a valid JSON string, the logprob a
+// JSON number, the bytes plain integers. One loop of its own instead of the
+// walk's calls per value: an answer's logprobs are most of its bytes.
+func vllmEntry(s string, i int) (end int, logprob string, ok bool) {
+	const open, lpKey, bytesKey, tail = `{"token":"`, `","logprob":`, `,"bytes":[`, `],"top_logprobs":[]}`
+	if !hasAt(s, i, open) {
+		return 0, "", false
+	}
+	if i = stringEnd(s, i+len(open)); i < 0 || !hasAt(s, i, lpKey) {
+		return 0, "", false
+	}
+	i += len(lpKey)
+	n := numberEnd(s, i)
+	if n < 0 || !hasAt(s, n, bytesKey) {
+		return 0, "", false
+	}
+	logprob = s[i:n]
+	if i = uintsEnd(s, n+len(bytesKey)); i < 0 || !hasAt(s, i, tail) {
+		return 0, "", false
+	}
+	return i + len(tail), logprob, true
+}
+
+// hasAt reports whether s continues with lit at i.
+func hasAt(s string, i int, lit string) bool { return len(s)-i >= len(lit) && s[i:i+len(lit)] == lit }
+
+// stringEnd returns the index of the quote that closes the JSON string
+// whose text starts at s[i], or -1 when it has a control character, a bad
+// escape or no end.
+func stringEnd(s string, i int) int {
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return i
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			i++
+			if i >= len(s) {
+				return -1
+			}
+			switch s[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(s)-i <= 4 || !isHex4(s[i+1:i+5]) {
+					return -1
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+func isHex4(s string) bool {
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// numberEnd returns where the JSON number at s[i] ends, or -1.
+func numberEnd(s string, i int) int {
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch d := digitsEnd(s, i); {
+	case d == i:
+		return -1
+	case s[i] == '0' && d > i+1:
+		return -1 // a leading zero
+	default:
+		i = d
+	}
+	if i < len(s) && s[i] == '.' {
+		d := digitsEnd(s, i+1)
+		if d == i+1 {
+			return -1
+		}
+		i = d
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := digitsEnd(s, i)
+		if d == i {
+			return -1
+		}
+		i = d
+	}
+	return i
+}
+
+// uintsEnd returns the index of the ']' that closes the list of
+// non-negative integers starting at s[i] (after its '['), or -1.
+func uintsEnd(s string, i int) int {
+	if i < len(s) && s[i] == ']' {
+		return i
+	}
+	for {
+		d := digitsEnd(s, i)
+		if d == i || s[i] == '0' && d > i+1 {
+			return -1
+		}
+		if d >= len(s) {
+			return -1
+		}
+		switch s[d] {
+		case ']':
+			return d
+		case ',':
+			i = d + 1
+		default:
+			return -1
+		}
+	}
+}
+
+func digitsEnd(s string, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // silentChunk: vLLM sends a chunk with nothing in its delta (a token its

@@ -43,6 +43,12 @@ func FuzzAccumulateWalk(f *testing.F) {
 		`{"choices":[{"logprobs":{"content":null,"token_logprobs":null,"tokens":"token_id:3"}}]} x`,
 		`{"a":[1,2,{"b":-0.0e+5}],"\u0063hoices":[{"token_ids":[1.5,-3,123456789012345678901]}]}`,
 		`{"choices":[{"index":0,"message":{"content":"ab"},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"bytes":[97],"top_logprobs":[{"token":"token_id:5","logprob":-0.5,"bytes":[97]}]},{"token":"token_id:6","logprob":-1e-3,"bytes":[],"top_logprobs":[]},{"token":"token_id:7","logprob":-2,"bytes":[1],"top_logprobs":[]} ]},"finish_reason":"stop"}]}`,
+		// vLLM's entry form (vllmEntry), with escapes, exponents and what
+		// it must leave to the general walk.
+		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"\n\u00e9\"","logprob":-1.5e-05,"bytes":[10,195,169,34],"top_logprobs":[]},{"token":"a","logprob":0,"bytes":[],"top_logprobs":[]},{"token":"b","logprob":-9999.0,"bytes":[0,255],"top_logprobs":[]}]},"token_ids":[1,2,3]}]}`,
+		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"a","logprob":-01,"bytes":[97],"top_logprobs":[]}]},"token_ids":[1]}]}`,
+		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"a","logprob":-1,"bytes":[097],"top_logprobs":[]},{"token":"a\x","logprob":-1,"bytes":[1,],"top_logprobs":[]}]},"token_ids":[1,2]}]}`,
+		"{\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"a\tb\",\"logprob\":-1,\"bytes\":[1],\"top_logprobs\":[]}]},\"token_ids\":[1]}]}",
 	} {
 		f.Add([]byte(s), true, true)
 		f.Add([]byte(s), false, false)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,4 +254,34 @@ func groupPids(pgid int) []int {
 		}
 	}
 	return pids
+}
+
+// TestTurnsJoinSessions: with -turns, each request sends back the stub's
+// reply as it was for -reply-tokens, so hone's session inference joins a
+// conversation's turns (it joined none when the reply was longer than the
+// seven tokens the conversation assumed).
+func TestTurnsJoinSessions(t *testing.T) {
+	for _, n := range []int{7, 64} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			*replyTokens, *turns = n, 4
+			defer func() { *replyTokens, *turns = 7, 1 }()
+			stubTurn = sync.OnceValue(func() string { return replyTurn(n) })
+			stub := local("stub", "")
+			defer stub.stop()
+			hone := local("hone-capture", stub.url)
+			client := newClient()
+			var cv conversation
+			for i := 0; i < 8; i++ {
+				if _, err := doOnce(client, hone.url, &cv); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hone.stop() // flushes the store's queue
+			fams := scrape(hone.metrics)
+			calls, sessions := counterSum(fams, "hone_capture_calls_stored_total"), counterSum(fams, "hone_capture_sessions_total")
+			if calls != 8 || sessions != 2 {
+				t.Fatalf("8 calls of 2 conversations of 4 turns: stored %v calls in %v sessions, want 8 in 2", calls, sessions)
+			}
+		})
+	}
 }

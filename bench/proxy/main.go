@@ -582,7 +582,14 @@ var conversationSeq atomic.Uint64
 
 var fixedBody []byte // requestBody(), made once
 
-const stubReply = `{"role":"assistant","content":"Hello! How can I help?"}`
+// stubTurn is the assistant message of the stub's reply (-reply-tokens),
+// which each turn of a conversation sends back as an agent would.
+var stubTurn = sync.OnceValue(func() string { return replyTurn(*replyTokens) })
+
+// replyTurn is the assistant message of replyBody(n).
+func replyTurn(n int) string {
+	return `{"role":"assistant","content":` + gjson.Get(replyBody(n), "choices.0.message.content").Raw + `}`
+}
 
 func (cv *conversation) next() []byte {
 	if *turns <= 1 {
@@ -592,7 +599,7 @@ func (cv *conversation) next() []byte {
 		cv.msgs = append(cv.msgs[:0], fmt.Sprintf(`{"role":"user","content":"Hello from conversation %d! %s"}`, conversationSeq.Add(1),
 			strings.Repeat("x", max(*pad, 0))))
 	} else {
-		cv.msgs = append(cv.msgs, stubReply, fmt.Sprintf(`{"role":"user","content":"And step %d?"}`, cv.turn%*turns))
+		cv.msgs = append(cv.msgs, stubTurn(), fmt.Sprintf(`{"role":"user","content":"And step %d?"}`, cv.turn%*turns))
 	}
 	cv.turn++
 	return []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[` + strings.Join(cv.msgs, ",") + `],"max_tokens":16}`)

@@ -89,6 +89,11 @@ func (w *Walker) Lit(lit string) bool {
 // failure met since.
 func (w *Walker) Reset(pos int) { w.i, w.bad = pos, false }
 
+// SkipTo moves the walk to end, where a value the caller read from Doc()
+// at the walk's position ends (a reader of a shape an engine always writes
+// the same way scans it in one loop of its own).
+func (w *Walker) SkipTo(end int) { w.i = end }
+
 // Members iterates the object at the walk's position (At() == '{').
 func (w *Walker) Members(yield func(key string) bool) {
 	w.i++
