@@ -84,7 +84,7 @@ func replyMarks(req []byte, ch *Choice) []string {
 // request's strings, decoded into *strs on first need.
 func carries(req []byte, w string, strs *[]string) bool {
 	run, all := anchorRun(w)
-	if run != "" && !bytes.Contains(req, []byte(run)) {
+	if run != "" && !containsRun(req, run) {
 		return false
 	}
 	if all {
@@ -124,6 +124,24 @@ func anchorRun(w string) (run string, all bool) {
 }
 
 const anchorLen = 16
+
+// containsRun reports whether req holds run. Its first probeLen bytes are
+// looked for first: bytes.Index compares a pattern that short with vector
+// instructions, while one as long as a window (64 bytes) goes byte by byte,
+// and a Rabin-Karp hash once its first byte matches often (a line starting
+// "- " in a prompt of lists). A line the model wrote, the usual case, is
+// then rejected at the probe; only a hit is checked in full.
+func containsRun(req []byte, run string) bool {
+	if len(run) > probeLen && !bytes.Contains(req, []byte(run[:probeLen])) {
+		return false
+	}
+	return bytes.Contains(req, []byte(run))
+}
+
+// probeLen is the length of containsRun's first probe: within what
+// bytes.Index searches with vector instructions on amd64 and arm64 (up to
+// 63 and 32 bytes).
+const probeLen = 32
 
 func plainByte(c byte) bool {
 	return c >= 0x20 && c <= 0x7e && c != '<' && c != '>' && c != '&' && c != '/' && c != '\\' && c != '"'

@@ -211,6 +211,10 @@ func FuzzCarries(f *testing.F) {
 	for _, s := range []string{"plain text line", `<a href="/x">&amp;</a>`, "em — dash, ü, 😀", `back\slash "quoted" /`, "tab\there"} {
 		f.Add(s, "other")
 	}
+	// Past containsRun's probe: a line it finds whole, and one whose probe
+	// is there and whose rest is not.
+	long := "When you edit the main file, run the tests and read their output before you answer"
+	f.Add(long, long[:40]+" and then something else entirely")
 	f.Fuzz(func(t *testing.T, line, other string) {
 		if !utf8.ValidString(line) || !utf8.ValidString(other) || strings.ContainsAny(line+other, "\n\r") {
 			return
