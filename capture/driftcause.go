@@ -92,16 +92,16 @@ type driftMsg struct {
 type driftCall struct{ name, args string }
 
 func msgFromJSON(v gjson.Result) driftMsg {
-	m := driftMsg{role: v.Get("role").String(), name: v.Get("name").String()}
-	m.text, m.reasoning = splitThink(canonContent(v.Get("content")))
+	m := driftMsg{role: member(v, "role").String(), name: member(v, "name").String()}
+	m.text, m.reasoning = splitThink(canonContent(member(v, "content")))
 	for _, k := range []string{"reasoning_content", "reasoning"} {
-		if r := v.Get(k); r.Exists() && r.String() != "" {
+		if r := member(v, k); r.Exists() && r.String() != "" {
 			m.reasoning = r.String()
 		}
 	}
-	v.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		m.calls = append(m.calls, driftCall{name: fn.Get("name").String(), args: strings.TrimSpace(fn.Get("arguments").String())})
+	member(v, "tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		fn := member(tc, "function")
+		m.calls = append(m.calls, driftCall{name: member(fn, "name").String(), args: strings.TrimSpace(member(fn, "arguments").String())})
 		return true
 	})
 	return m

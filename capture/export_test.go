@@ -202,6 +202,8 @@ func TestExportEngineTools(t *testing.T) {
 		{"description kept in place", `[{"type":"function","function":{"description":"d","name":"f"}}]`,
 			`[{"type":"function","function":{"name":"f","description":"d"}}]`},
 		{"no type", `[{"function":{"name":"f"}}]`, `[{"type":"function","function":{"name":"f"}}]`},
+		{"repeated keys: the last, where the first came", `[{"type":"x","function":{"name":"f","parameters":{"a":1},"strict":true,"parameters":{"b":2},"strict":false,"name":"g"},"type":"function"}]`,
+			`[{"type":"function","function":{"name":"g","parameters":{"b":2},"strict":false}}]`},
 		{"not tools", `{"a":1}`, `{"a":1}`},
 		{"none", ``, ``},
 	} {
@@ -210,5 +212,29 @@ func TestExportEngineTools(t *testing.T) {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestExportRepeatedKeys: a key repeated inside a message, a tool call or a
+// content part is exported as the engine read it, its last member (the
+// first was exported before; session inference already read the last).
+func TestExportRepeatedKeys(t *testing.T) {
+	c := &Call{Request: []byte(`{"messages":[` +
+		`{"role":"system","role":"user","content":"first","cont\u0065nt":"second","name":"a","name":"b"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"x","id":"y","type":"function","function":{"name":"f","arguments":"{}","name":"g","arguments":"{\"a\":1}"}}]},` +
+		`{"role":"tool","tool_call_id":"x","tool_call_id":"y","content":[{"type":"image","type":"text","text":"p1","text":"p2"}]}]}`),
+		Choices: []Choice{{Content: "ok"}}}
+	got := callMessages(c, 0)
+	want := []Message{
+		{Role: "user", Content: "second", Name: "b"},
+		{Role: "assistant", ToolCalls: []MessageToolCall{{ID: "y", Type: "function", Function: FunctionCall{Name: "g", Arguments: `{"a":1}`}}}},
+		{Role: "tool", Content: "p2", ToolCallID: "y"},
+		{Role: "assistant", Content: "ok"},
+	}
+	if !sameMessages(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if m := msgFromJSON(gjson.Parse(`{"role":"user","content":"a","content":"b","tool_calls":[{"function":{"name":"f","name":"g"}}]}`)); m.text != "b" || len(m.calls) != 1 || m.calls[0].name != "g" {
+		t.Fatalf("drift's reading: %+v", m)
 	}
 }

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -59,26 +60,26 @@ func callMessages(c *Call, choice int) []Message {
 
 // parseMessage reads one OpenAI chat message as the agent sent it.
 func parseMessage(v gjson.Result) Message {
-	m := Message{Role: v.Get("role").String(), Content: textContent(v.Get("content")),
-		Name: v.Get("name").String(), ToolCallID: v.Get("tool_call_id").String()}
+	m := Message{Role: member(v, "role").String(), Content: textContent(member(v, "content")),
+		Name: member(v, "name").String(), ToolCallID: member(v, "tool_call_id").String()}
 	for _, k := range []string{"reasoning_content", "reasoning"} {
-		if r := v.Get(k); r.Type == gjson.String {
+		if r := member(v, k); r.Type == gjson.String {
 			m.ReasoningContent = r.String()
 			break
 		}
 	}
-	v.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-		typ := tc.Get("type").String()
+	member(v, "tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		typ := member(tc, "type").String()
 		if typ == "" {
 			typ = "function"
 		}
-		args := tc.Get("function.arguments")
+		args := memberPath(tc, "function", "arguments")
 		a := args.Raw // an object (some clients send one) stays its JSON text
 		if args.Type == gjson.String {
 			a = args.String()
 		}
-		m.ToolCalls = append(m.ToolCalls, MessageToolCall{ID: tc.Get("id").String(), Type: typ,
-			Function: FunctionCall{Name: tc.Get("function.name").String(), Arguments: a}})
+		m.ToolCalls = append(m.ToolCalls, MessageToolCall{ID: member(tc, "id").String(), Type: typ,
+			Function: FunctionCall{Name: memberPath(tc, "function", "name").String(), Arguments: a}})
 		return true
 	})
 	return m
@@ -92,8 +93,8 @@ func textContent(c gjson.Result) string {
 	}
 	var texts []string
 	c.ForEach(func(_, p gjson.Result) bool {
-		if t := p.Get("type").String(); t == "text" || t == "input_text" {
-			texts = append(texts, p.Get("text").String())
+		if t := member(p, "type").String(); t == "text" || t == "input_text" {
+			texts = append(texts, member(p, "text").String())
 		}
 		return true
 	})
@@ -121,15 +122,15 @@ func engineTools(raw []byte) string {
 			b.WriteByte(',')
 		}
 		n++
-		if !t.IsObject() || !t.Get("function").IsObject() {
+		if !t.IsObject() || !member(t, "function").IsObject() {
 			b.WriteString(t.Raw)
 			return true
 		}
-		typ := t.Get("type").Raw
+		typ := member(t, "type").Raw
 		if typ == "" {
 			typ = `"function"`
 		}
-		fn := orderedObject(t.Get("function"), "name", "description", "parameters")
+		fn := orderedObject(member(t, "function"), "name", "description", "parameters")
 		writeObject(&b, append([][2]string{{"type", typ}, {"function", fn}}, otherKeys(t, "type", "function")...))
 		return true
 	})
@@ -142,7 +143,7 @@ func engineTools(raw []byte) string {
 func orderedObject(o gjson.Result, first ...string) string {
 	var kv [][2]string
 	for _, k := range first {
-		if v := o.Get(gjson.Escape(k)); v.Exists() {
+		if v := member(o, k); v.Exists() {
 			kv = append(kv, [2]string{k, v.Raw})
 		}
 	}
@@ -151,16 +152,21 @@ func orderedObject(o gjson.Result, first ...string) string {
 	return b.String()
 }
 
-// otherKeys are an object's members but the named ones, in order.
+// otherKeys are an object's members but the named ones, in order; a
+// repeated key once, where it first came, with its last value (as a Python
+// dict holds what json.loads read, and renders it).
 func otherKeys(o gjson.Result, skip ...string) [][2]string {
 	var kv [][2]string
 	o.ForEach(func(k, v gjson.Result) bool {
-		for _, s := range skip {
-			if k.String() == s {
-				return true
-			}
+		key := k.String()
+		if slices.Contains(skip, key) {
+			return true
 		}
-		kv = append(kv, [2]string{k.String(), v.Raw})
+		if i := slices.IndexFunc(kv, func(p [2]string) bool { return p[0] == key }); i >= 0 {
+			kv[i][1] = v.Raw
+			return true
+		}
+		kv = append(kv, [2]string{key, v.Raw})
 		return true
 	})
 	return kv
