@@ -109,7 +109,7 @@ func canonMessageAt(w *jsonwalk.Walker, salt uint64) (m canonMessage, isObject b
 	}
 	for key := range w.Members {
 		if key == "tool_calls" {
-			m.toolCalls = appendToolCallsAt(m.toolCalls, w, salt)
+			m.toolCalls = appendToolCallsAt(m.toolCalls[:0], w, salt) // a repeated key: the last
 			continue
 		}
 		raw, _ := w.Value()
@@ -132,11 +132,11 @@ func canonMessageAt(w *jsonwalk.Walker, salt uint64) (m canonMessage, isObject b
 }
 
 // appendToolCallsAt appends the canonical form of each tool call of the
-// value at the walk's position (a message's tool_calls), read as gjson's
-// ForEach and Get read it (canon_ref_test.go's appendToolCalls): each
-// element of an array, each member's value of an object, a scalar as one
-// call; a call's first "function" member, and that object's first "name"
-// and "arguments".
+// value at the walk's position (a message's tool_calls), read as
+// canon_ref_test.go's appendToolCalls reads it: each element of an array,
+// each member's value of an object (gjson's ForEach), a scalar as one call;
+// a call's last "function" member and that object's last "name" and
+// "arguments", as the engine reads a repeated key (member.go).
 func appendToolCallsAt(dst []canonToolCall, w *jsonwalk.Walker, salt uint64) []canonToolCall {
 	switch w.At() {
 	case '[':
@@ -161,22 +161,23 @@ func toolCallAt(w *jsonwalk.Walker, salt uint64) canonToolCall {
 		w.Skip()
 		return tc
 	}
-	seen := false
 	for key := range w.Members {
-		if key != "function" || seen || w.At() != '{' {
-			seen = seen || key == "function"
+		if key != "function" {
 			w.Skip()
 			continue
 		}
-		seen = true
-		var name, args bool
+		tc = canonToolCall{} // a later "function" replaces an earlier one
+		if w.At() != '{' {
+			w.Skip()
+			continue
+		}
 		for k := range w.Members {
 			raw, _ := w.Value()
-			switch {
-			case k == "name" && !name:
-				tc.name, name = jsonwalk.AsString(raw), true
-			case k == "arguments" && !args:
-				tc.args, args = argumentsOf(raw, salt), true
+			switch k {
+			case "name":
+				tc.name = jsonwalk.AsString(raw)
+			case "arguments":
+				tc.args = argumentsOf(raw, salt)
 			}
 		}
 	}
@@ -226,8 +227,8 @@ func canonContent(c gjson.Result) string {
 	}
 	var sb strings.Builder
 	c.ForEach(func(_, p gjson.Result) bool {
-		if t := p.Get("type").String(); t == "text" || t == "" && p.Get("text").Exists() {
-			sb.WriteString(p.Get("text").String())
+		if t := member(p, "type").String(); t == "text" || t == "" && member(p, "text").Exists() {
+			sb.WriteString(member(p, "text").String())
 		} else {
 			sb.WriteString(p.Raw)
 		}

@@ -58,7 +58,7 @@ func canonFromJSON(v gjson.Result) canonMessage {
 		case "tool_call_id":
 			m.toolCallID = f.String()
 		case "tool_calls":
-			m.toolCalls = appendToolCalls(m.toolCalls, f)
+			m.toolCalls = appendToolCalls(m.toolCalls[:0], f)
 		}
 		return true
 	})
@@ -141,8 +141,8 @@ func TestCanonArgsDepth(t *testing.T) {
 // appendToolCalls is appendToolCallsAt by gjson: the reference.
 func appendToolCalls(dst []canonToolCall, calls gjson.Result) []canonToolCall {
 	calls.ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		dst = append(dst, canonToolCall{name: fn.Get("name").String(), args: refCanonArgs(fn.Get("arguments").String())})
+		fn := member(tc, "function")
+		dst = append(dst, canonToolCall{name: member(fn, "name").String(), args: refCanonArgs(member(fn, "arguments").String())})
 		return true
 	})
 	return dst
@@ -178,5 +178,25 @@ func TestArgumentsMemo(t *testing.T) {
 	copy(buf, `"XXXXXXXX"`)
 	if got := argumentsOf(`"not json"`, 3); got != "not json" {
 		t.Fatalf("memo holds a view of a reused buffer: %q", got)
+	}
+}
+
+// TestConversationHashesRepeatedKeys: a message with a key repeated (in the
+// message, a tool call, its function or a content part) hashes as the
+// message of each key's last member, the one the engine read.
+func TestConversationHashesRepeatedKeys(t *testing.T) {
+	for _, tc := range []struct{ repeated, last string }{
+		{`{"role":"system","role":"user","content":"a","content":"b"}`, `{"role":"user","content":"b"}`},
+		{`{"role":"user","content":[{"type":"image_url","type":"text","text":"a","text":"b"}]}`, `{"role":"user","content":[{"type":"text","text":"b"}]}`},
+		{`{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}","name":"g","arguments":"{\"a\":1}"}}]}`,
+			`{"role":"assistant","tool_calls":[{"function":{"name":"g","arguments":"{\"a\":1}"}}]}`},
+		{`{"role":"assistant","tool_calls":[{"function":{"name":"f"},"function":{"name":"g"}}],"tool_calls":[{"function":{"name":"h"}}]}`,
+			`{"role":"assistant","tool_calls":[{"function":{"name":"h"}}]}`},
+	} {
+		a, _, okA := conversationHashes([]byte(`{"messages":[`+tc.repeated+`]}`), 0, nil)
+		b, _, okB := conversationHashes([]byte(`{"messages":[`+tc.last+`]}`), 0, nil)
+		if !okA || !okB || a[0] != b[0] {
+			t.Errorf("%s: hash %x, want %x (that of %s)", tc.repeated, a, b, tc.last)
+		}
 	}
 }
