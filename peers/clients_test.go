@@ -45,6 +45,13 @@ func startHoneStack(t *testing.T, engineURL string, opt func(*proxy.Options)) *h
 	}
 	o := proxy.DefaultOptions()
 	o.Upstream.Engines = []proxy.EngineOptions{{URL: engineURL}}
+	// vLLM on the CPU of a loaded 2-core machine (its OpenMP threads
+	// oversubscribed) can go quiet longer than the default 60 s between two
+	// events of a stream: TestAgentScopePython's stream was cut after 68 s in
+	// one .ci/run beside a whole-repo staticcheck (4.7-8.9 s alone). These
+	// tests are not about timeouts; the first byte's bound applies between
+	// events too.
+	o.Upstream.Timeouts.Idle = o.Upstream.Timeouts.FirstByte
 	if opt != nil {
 		opt(&o)
 	}
