@@ -6,6 +6,7 @@
 package jsonwalk
 
 import (
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -297,7 +298,7 @@ func (w *Walker) Str() (raw string, esc bool) {
 	s, start := w.s, w.i+1
 	for i := start; i < len(s); i++ {
 		if plain[s[i]] {
-			if i&15 == 15 { // a long string (a prompt): the rest eight bytes at a time
+			if i-start >= 15 { // a long string (a prompt, code): on to the next quote, escape or control byte
 				i = plainRun(s, i+1) - 1
 			}
 			continue
@@ -337,20 +338,21 @@ func (w *Walker) Str() (raw string, esc bool) {
 }
 
 // plainRun returns where the run of plain string bytes from i ends, eight
-// bytes at a time (SWAR): it stops at the first block of eight that holds a
-// quote, a backslash or a control character, or with fewer than eight left,
-// and str's byte loop reads on from there. Prompts are long strings: this
-// is most of validating a request.
+// bytes at a time (SWAR): the index of the first quote, backslash or
+// control character, or, with fewer than eight bytes left, where they
+// start, and str's byte loop reads on from there. Prompts and code are long
+// strings: this is most of validating a request.
 func plainRun(s string, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(s); i += 8 {
 		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 		q, b := v^(ones*'"'), v^(ones*'\\')
-		// bit tricks that are exact for "some byte is": below 0x20 (v), zero
-		// (q: a quote, b: a backslash)
-		if (v-ones*0x20)&^v&highs|(q-ones)&^q&highs|(b-ones)&^b&highs != 0 {
-			return i
+		// bit tricks for "this byte is": below 0x20 (v), zero (q: a quote,
+		// b: a backslash). A borrow can mark bytes above a match, never
+		// below one, so the lowest mark is the first match.
+		if m := (v-ones*0x20)&^v&highs | (q-ones)&^q&highs | (b-ones)&^b&highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	return i

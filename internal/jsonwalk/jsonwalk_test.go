@@ -245,3 +245,26 @@ func TestMaxDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestStrLongRuns: in a long string, a quote, escape or control byte at any
+// offset of an eight-byte block ends the plain run there (plainRun), as
+// gjson reads the string.
+func TestStrLongRuns(t *testing.T) {
+	for at := 16; at < 48; at++ {
+		for _, special := range []string{`\"`, `\n`, `\u00e9`, `"`, "\t"} {
+			body := `"` + strings.Repeat("a", at) + special + strings.Repeat("b", 20) + `"`
+			w := New(body)
+			raw, _ := w.Str()
+			valid := Valid(body)
+			if valid != gjson.Valid(body) {
+				t.Fatalf("Valid(%q) = %v, gjson %v", body, valid, !valid)
+			}
+			if want := gjson.Parse(body); valid && want.Type == gjson.String && `"`+raw+`"` != want.Raw {
+				t.Fatalf("Str(%q) = %q, want %s", body, raw, want.Raw)
+			}
+			if special == `"` && (w.Bad() || raw != strings.Repeat("a", at)) {
+				t.Fatalf("Str(%q) = %q (bad %v): the string ends at the quote", body, raw, w.Bad())
+			}
+		}
+	}
+}
