@@ -227,8 +227,8 @@ func canonContent(c gjson.Result) string {
 	}
 	var sb strings.Builder
 	c.ForEach(func(_, p gjson.Result) bool {
-		if t := member(p, "type").String(); t == "text" || t == "" && member(p, "text").Exists() {
-			sb.WriteString(member(p, "text").String())
+		if t, text := member(p, "type").String(), member(p, "text"); t == "text" || t == "" && text.Exists() {
+			sb.WriteString(text.String())
 		} else {
 			sb.WriteString(p.Raw)
 		}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hone-rl/hone/internal/jsonenc"
+	"github.com/hone-rl/hone/internal/jsonwalk"
 )
 
 // canonArgs is the canonical form of tool-call arguments that session
@@ -269,35 +270,10 @@ func (c *canonScanner) str() (string, bool) {
 // number consumes a number and appends it as json.Marshal writes a
 // float64; one out of float64's range fails, as json.Unmarshal does.
 func (c *canonScanner) number() bool {
-	s, i := c.s, c.i
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = digitsFrom(s, i)
-	default:
+	s := c.s
+	i := jsonwalk.NumberEnd(s, c.i)
+	if i < 0 {
 		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		j := digitsFrom(s, i+1)
-		if j == i+1 {
-			return false
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := digitsFrom(s, i)
-		if j == i {
-			return false
-		}
-		i = j
 	}
 	f, err := strconv.ParseFloat(s[c.i:i], 64)
 	if err != nil {
@@ -306,13 +282,6 @@ func (c *canonScanner) number() bool {
 	c.i = i
 	c.out = appendGoFloat(c.out, f)
 	return true
-}
-
-func digitsFrom(s string, i int) int {
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // appendGoFloat is encoding/json's float64 encoding (ES6 number to string).

@@ -146,11 +146,11 @@ func vllmEntry(s string, i int) (end int, logprob string, ok bool) {
 	if !hasAt(s, i, open) {
 		return 0, "", false
 	}
-	if i = stringEnd(s, i+len(open)); i < 0 || !hasAt(s, i, lpKey) {
+	if i, _ = jsonwalk.StringEnd(s, i+len(open)); i < 0 || !hasAt(s, i, lpKey) {
 		return 0, "", false
 	}
 	i += len(lpKey)
-	n := numberEnd(s, i)
+	n := jsonwalk.NumberEnd(s, i)
 	if n < 0 || !hasAt(s, n, bytesKey) {
 		return 0, "", false
 	}
@@ -164,79 +164,6 @@ func vllmEntry(s string, i int) (end int, logprob string, ok bool) {
 // hasAt reports whether s continues with lit at i.
 func hasAt(s string, i int, lit string) bool { return len(s)-i >= len(lit) && s[i:i+len(lit)] == lit }
 
-// stringEnd returns the index of the quote that closes the JSON string
-// whose text starts at s[i], or -1 when it has a control character, a bad
-// escape or no end.
-func stringEnd(s string, i int) int {
-	for ; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"':
-			return i
-		case c < 0x20:
-			return -1
-		case c == '\\':
-			i++
-			if i >= len(s) {
-				return -1
-			}
-			switch s[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(s)-i <= 4 || !isHex4(s[i+1:i+5]) {
-					return -1
-				}
-				i += 4
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
-}
-
-func isHex4(s string) bool {
-	for _, c := range []byte(s) {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-// numberEnd returns where the JSON number at s[i] ends, or -1.
-func numberEnd(s string, i int) int {
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch d := digitsEnd(s, i); {
-	case d == i:
-		return -1
-	case s[i] == '0' && d > i+1:
-		return -1 // a leading zero
-	default:
-		i = d
-	}
-	if i < len(s) && s[i] == '.' {
-		d := digitsEnd(s, i+1)
-		if d == i+1 {
-			return -1
-		}
-		i = d
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		d := digitsEnd(s, i)
-		if d == i {
-			return -1
-		}
-		i = d
-	}
-	return i
-}
-
 // uintsEnd returns the index of the ']' that closes the list of
 // non-negative integers starting at s[i] (after its '['), or -1.
 func uintsEnd(s string, i int) int {
@@ -244,11 +171,11 @@ func uintsEnd(s string, i int) int {
 		return i
 	}
 	for {
-		d := digitsEnd(s, i)
-		if d == i || s[i] == '0' && d > i+1 {
-			return -1
+		d := i
+		for d < len(s) && s[d] >= '0' && s[d] <= '9' {
+			d++
 		}
-		if d >= len(s) {
+		if d == i || s[i] == '0' && d > i+1 || d == len(s) {
 			return -1
 		}
 		switch s[d] {
@@ -260,13 +187,6 @@ func uintsEnd(s string, i int) int {
 			return -1
 		}
 	}
-}
-
-func digitsEnd(s string, i int) int {
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // silentChunk: vLLM sends a chunk with nothing in its delta (a token its

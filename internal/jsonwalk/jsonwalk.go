@@ -295,8 +295,24 @@ var plain = func() (t [256]bool) {
 // Str consumes the string at the walk's position (At() == '"') and returns
 // its contents as written (escapes kept) and whether it has escapes.
 func (w *Walker) Str() (raw string, esc bool) {
-	s, start := w.s, w.i+1
-	for i := start; i < len(s); i++ {
+	start := w.i + 1
+	end, esc := StringEnd(w.s, start)
+	if end < 0 {
+		w.fail()
+		return "", false
+	}
+	w.i = end + 1
+	return w.s[start:end], esc
+}
+
+// StringEnd returns the index of the quote that closes the JSON string
+// whose text starts at s[i] (after its opening quote), and whether the
+// string has escapes; -1 when it has a control character, a bad escape or
+// no end. For readers that scan a shape an engine always writes the same
+// way in a loop of their own.
+func StringEnd(s string, i int) (end int, esc bool) {
+	start := i
+	for ; i < len(s); i++ {
 		if plain[s[i]] {
 			if i-start >= 15 { // a long string (a prompt, code): on to the next quote, escape or control byte
 				i = plainRun(s, i+1) - 1
@@ -305,14 +321,12 @@ func (w *Walker) Str() (raw string, esc bool) {
 		}
 		switch s[i] {
 		case '"':
-			w.i = i + 1
-			return s[start:i], esc
+			return i, esc
 		case '\\':
 			esc = true
 			i++
 			if i == len(s) {
-				w.fail()
-				return "", false
+				return -1, false
 			}
 			switch s[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -320,21 +334,17 @@ func (w *Walker) Str() (raw string, esc bool) {
 				for range 4 {
 					i++
 					if i >= len(s) || !isHex(s[i]) {
-						w.fail()
-						return "", false
+						return -1, false
 					}
 				}
 			default:
-				w.fail()
-				return "", false
+				return -1, false
 			}
 		default: // a control character
-			w.fail()
-			return "", false
+			return -1, false
 		}
 	}
-	w.fail()
-	return "", false
+	return -1, false
 }
 
 // plainRun returns where the run of plain string bytes from i ends, eight
@@ -364,23 +374,30 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // number consumes the number at the walk's position.
 func (w *Walker) number() {
-	s, i := w.s, w.i
-	if s[i] == '-' {
+	if end := NumberEnd(w.s, w.i); end >= 0 {
+		w.i = end
+	} else {
+		w.fail()
+	}
+}
+
+// NumberEnd returns where the JSON number at s[i] ends (after a leading 0,
+// whatever follows), or -1 when none starts there.
+func NumberEnd(s string, i int) int {
+	if byteAt(s, i) == '-' {
 		i++
 	}
 	switch {
-	case i < len(s) && s[i] == '0':
+	case byteAt(s, i) == '0':
 		i++
 	case !isDigit(byteAt(s, i)):
-		w.fail()
-		return
+		return -1
 	default:
 		i = digitsEnd(s, i)
 	}
 	if byteAt(s, i) == '.' {
 		if !isDigit(byteAt(s, i+1)) {
-			w.fail()
-			return
+			return -1
 		}
 		i = digitsEnd(s, i+1)
 	}
@@ -390,12 +407,11 @@ func (w *Walker) number() {
 			i++
 		}
 		if !isDigit(byteAt(s, i)) {
-			w.fail()
-			return
+			return -1
 		}
 		i = digitsEnd(s, i)
 	}
-	w.i = i
+	return i
 }
 
 // byteAt returns s[i], 0 past the end.
