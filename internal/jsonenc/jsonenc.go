@@ -8,6 +8,7 @@ package jsonenc
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -84,31 +85,25 @@ func AppendLiteral(b []byte, raw string) []byte {
 	in := raw[1 : len(raw)-1]
 	b = append(b, '"')
 	start := 0
-	for i := 0; i < len(in); {
-		if i+8 <= len(in) && plain8(load64(in[i:])) {
-			i += 8
+	for i := plainRun(in, 0); i < len(in); i = plainRun(in, i) {
+		if n := plainAt(in, i, true); n > 0 {
+			i += n
 			continue
 		}
-		for end := min(i+8, len(in)); i < end; { // the word that held something: byte by byte
-			if n := plainAt(in, i, true); n > 0 {
-				i += n
-				continue
+		b = append(b, in[start:i]...)
+		n := 0
+		if in[i] >= utf8.RuneSelf { // invalid UTF-8, U+2028 or U+2029: as AppendString writes them
+			_, n = utf8.DecodeRuneInString(in[i:])
+			b = appendEscaped(b, in[i:i+n])
+		} else {
+			var r rune
+			if r, n = literalRune(in[i:]); n == 0 {
+				return append(b, '"') // not valid JSON: gjson stops here too
 			}
-			b = append(b, in[start:i]...)
-			n := 0
-			if in[i] >= utf8.RuneSelf { // invalid UTF-8, U+2028 or U+2029: as AppendString writes them
-				_, n = utf8.DecodeRuneInString(in[i:])
-				b = appendEscaped(b, in[i:i+n])
-			} else {
-				var r rune
-				if r, n = literalRune(in[i:]); n == 0 {
-					return append(b, '"') // not valid JSON: gjson stops here too
-				}
-				b = appendEscaped(b, string(r))
-			}
-			i += n
-			start = i
+			b = appendEscaped(b, string(r))
 		}
+		i += n
+		start = i
 	}
 	return append(append(b, in[start:]...), '"')
 }
@@ -190,29 +185,49 @@ func plainString(raw []byte) bool {
 
 // stringLiteral reports whether raw is one valid JSON string literal in
 // valid UTF-8 without <, >, &, U+2028 or U+2029; strict also refuses the
-// escapes AppendString would not write (\/ and \u). Runs of eight plain
-// bytes are passed over a word at a time: content is most of a
-// conversation's bytes.
+// escapes AppendString would not write (\/ and \u). Plain runs are passed
+// over a word at a time (plainRun): content is most of a conversation's
+// bytes.
 func stringLiteral(raw string, strict bool) bool {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return false
 	}
 	in := raw[1 : len(raw)-1]
-	for i := 0; i < len(in); {
-		if i+8 <= len(in) && plain8(load64(in[i:])) {
-			i += 8
-			continue
+	for i := plainRun(in, 0); i < len(in); i = plainRun(in, i) {
+		n := plainAt(in, i, strict)
+		if n == 0 {
+			return false
 		}
-		for end := min(i+8, len(in)); i < end; { // the word that held something: byte by byte
-			n := plainAt(in, i, strict)
-			if n == 0 {
-				return false
-			}
-			i += n
-		}
+		i += n
 	}
 	return true
 }
+
+// plainRun returns where the run of plain bytes (printable ASCII other
+// than ", \, <, > and &) and two-byte escapes other than \/ from in[i]
+// ends, eight bytes at a time: the index of the first other byte, or, with
+// fewer than eight bytes left, where they start (the caller reads those
+// one by one). Code has an escape on every line (\n, \t, \"): the scan
+// passes over it and goes on a word at a time right after it.
+func plainRun(in string, i int) int {
+	for i+8 <= len(in) {
+		m := special8(load64(in[i:]))
+		if m == 0 {
+			i += 8
+			continue
+		}
+		i += bits.TrailingZeros64(m) / 8
+		if in[i] != '\\' || i+1 == len(in) || !shortEscape[in[i+1]] {
+			return i
+		}
+		i += 2
+	}
+	return i
+}
+
+// shortEscape holds the characters after a backslash of the two-byte
+// escapes AppendString writes.
+var shortEscape = [256]bool{'"': true, '\\': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 func load64(s string) uint64 {
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
@@ -286,12 +301,16 @@ func writesU(h string) bool {
 	return true
 }
 
-// plain8 reports whether the eight bytes of v are all printable ASCII
-// other than ", \, <, > and &.
-func plain8(v uint64) bool {
+// special8 marks the bytes of v that are not printable ASCII other than ",
+// \, <, > and &: the high bit of each. A subtraction's borrow can also mark
+// bytes after (above) a marked one, never before it, so the lowest mark is
+// the first such byte; zero when there is none.
+func special8(v uint64) uint64 {
 	bad := v | (v-0x20*ones)&^v // non-ASCII, or below 0x20
-	bad |= zeroByte(v^'"'*ones) | zeroByte(v^'\\'*ones) | zeroByte(v^'<'*ones) | zeroByte(v^'>'*ones) | zeroByte(v^'&'*ones)
-	return bad&highs == 0
+	// " (0x22) and & (0x26) differ only in bit 2, < (0x3c) and > (0x3e)
+	// only in bit 1: setting that bit tests for both at once.
+	bad |= zeroByte(v^'\\'*ones) | zeroByte((v|0x04*ones)^'&'*ones) | zeroByte((v|0x02*ones)^'>'*ones)
+	return bad & highs
 }
 
 const ones, highs = 0x0101010101010101, 0x8080808080808080

@@ -136,3 +136,42 @@ func FuzzAppendLiteral(f *testing.F) {
 		}
 	})
 }
+
+// TestLiteralRuns: the word-at-a-time scan stops at the first byte it must
+// look at, wherever it falls in a word and after an escape earlier in the
+// same word (a scan that took a later byte of the word would pass over it).
+func TestLiteralRuns(t *testing.T) {
+	specials := []string{`\"`, `\n`, `\/`, `\u0041`, `\u003c`, "<", "&", ">", "\u2028", "é", "\xff", "\x01", `\q`}
+	for _, first := range []string{"", `\n`, `\\`, "é"} {
+		for p := range 12 {
+			for q := p; q < 26; q++ {
+				for _, c := range specials {
+					in := strings.Repeat("a", p) + first + strings.Repeat("b", q-p) + c + strings.Repeat("c", 26-q)
+					raw := `"` + in + `"`
+					var s string
+					wantEncoded := json.Unmarshal([]byte(raw), &s) == nil && string(AppendString(nil, s)) == raw
+					if got := Encoded(raw); got != wantEncoded {
+						t.Fatalf("Encoded(%q) = %v, want %v", raw, got, wantEncoded)
+					}
+					if !gjson.Valid(raw) {
+						continue
+					}
+					if got, want := AppendLiteral(nil, raw), AppendString(nil, gjson.Parse(raw).String()); !bytes.Equal(got, want) {
+						t.Fatalf("AppendLiteral(%q) = %s, want %s", raw, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestEncodedTrailingBackslash: a backslash that ends the text between the
+// quotes (the closing quote escaped: not a literal) is read as the end, at
+// every place in a word.
+func TestEncodedTrailingBackslash(t *testing.T) {
+	for n := range 20 {
+		if raw := `"` + strings.Repeat("a", n) + `\"`; Encoded(raw) {
+			t.Errorf("Encoded(%q) = true for an unterminated literal", raw)
+		}
+	}
+}
