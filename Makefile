@@ -178,6 +178,7 @@ fuzz:
 	GO=$(GO) scripts/fuzz/run.sh FuzzAccumulateWalk ./proxy 30s
 	GO=$(GO) scripts/fuzz/run.sh FuzzPlainFloat ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzValid ./internal/jsonwalk 20s
+	GO=$(GO) scripts/fuzz/run.sh FuzzPlainRun ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzAsString ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzAppendInt32s ./internal/jsonwalk 20s
 	GO=$(GO) scripts/fuzz/run.sh FuzzWalkInt32s ./internal/jsonwalk 20s

@@ -347,14 +347,27 @@ func StringEnd(s string, i int) (end int, esc bool) {
 	return -1, false
 }
 
-// plainRun returns where the run of plain string bytes from i ends, eight
-// bytes at a time (SWAR): the index of the first quote, backslash or
-// control character, or, with fewer than eight bytes left, where they
-// start, and str's byte loop reads on from there. Prompts and code are long
-// strings: this is most of validating a request.
-func plainRun(s string, i int) int {
+// plainRun returns where the run of plain string bytes from i ends: the
+// index of the first quote, backslash or control character, or, with fewer
+// than eight bytes left, where they start, and StringEnd's byte loop reads
+// on from there. Prompts and code are long strings: this is most of
+// validating a request. Eight bytes at a time (SWAR), and past the first
+// 64 bytes 32 at a time where the CPU has AVX2: a run that ends before
+// then (a line of code, a short paragraph) is no faster with a vector
+// scan's call (bench/RESULTS.md).
+func plainRun(s string, i int) int { return scanRun(s, i, hasAVX2) }
+
+// plainRun8 is plainRun eight bytes at a time throughout: the reference
+// the vector scan is tested against.
+func plainRun8(s string, i int) int { return scanRun(s, i, false) }
+
+// scanRun is plainRun, with the vector scan when vector is set.
+func scanRun(s string, i int, vector bool) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(s); i += 8 {
+	for words := 0; i+8 <= len(s); i += 8 {
+		if words++; words > 8 && vector {
+			return vectorRun(s, i)
+		}
 		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 		q, b := v^(ones*'"'), v^(ones*'\\')
@@ -366,6 +379,17 @@ func plainRun(s string, i int) int {
 		}
 	}
 	return i
+}
+
+// vectorRun is plainRun from i on, 32 bytes at a time (scan_amd64.s), the
+// last ones eight at a time.
+func vectorRun(s string, i int) int {
+	if len(s)-i >= 32 {
+		if i = specialAVX2(s, i); i < len(s) && !plain[s[i]] {
+			return i
+		}
+	}
+	return scanRun(s, i, false)
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }

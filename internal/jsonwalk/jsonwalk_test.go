@@ -268,3 +268,59 @@ func TestStrLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecialAVX2: the vector scan stops at the first quote, backslash or
+// control byte from any start, for every byte value at every place of a
+// block and a second one after it in the same block, or, finding none,
+// where fewer than 32 bytes are left; plainRun, built on it, returns what
+// the eight-byte reference (plainRun8) does.
+func TestSpecialAVX2(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 here: plainRun8 alone runs")
+	}
+	first := func(s string, i int) int {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		return i
+	}
+	base := strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 3)[:100]
+	for c := range 256 {
+		for at := 0; at < 80; at++ {
+			for _, second := range []int{-1, 1, 7, 31} {
+				b := []byte(base)
+				b[at] = byte(c)
+				if j := at + second; second > 0 && j < len(b) {
+					b[j] = '"'
+				}
+				s := string(b)
+				for _, from := range []int{0, 1, at / 2, max(at-31, 0), max(at-32, 0), at} {
+					want := first(s, from)
+					got := specialAVX2(s, from)
+					if got > want || got < want && len(s)-got >= 32 {
+						t.Fatalf("byte %#x at %d (second %d), from %d: specialAVX2 %d, first stop %d", c, at, second, from, got, want)
+					}
+					if pr, ref := plainRun(s, from), plainRun8(s, from); pr != ref {
+						t.Fatalf("byte %#x at %d, from %d: plainRun %d, plainRun8 %d, first stop %d", c, at, from, pr, ref, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzPlainRun: plainRun (the vector scan where the CPU has it) returns
+// what the eight-byte reference returns, from any start.
+func FuzzPlainRun(f *testing.F) {
+	long := strings.Repeat("a plain run of text, ", 8)
+	for _, s := range []string{long, long + `"` + long, long[:40] + `\n` + long, long[:33] + "\x01" + long, long[:31] + "é\"" + long} {
+		f.Add(s, uint8(0))
+		f.Add(s, uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, s string, from uint8) {
+		i := min(int(from), len(s))
+		if got, want := plainRun(s, i), plainRun8(s, i); got != want {
+			t.Fatalf("plainRun(%q, %d) = %d, plainRun8 %d", s, i, got, want)
+		}
+	})
+}
