@@ -357,10 +357,6 @@ func StringEnd(s string, i int) (end int, esc bool) {
 // scan's call (bench/RESULTS.md).
 func plainRun(s string, i int) int { return scanRun(s, i, hasAVX2) }
 
-// plainRun8 is plainRun eight bytes at a time throughout: the reference
-// the vector scan is tested against.
-func plainRun8(s string, i int) int { return scanRun(s, i, false) }
-
 // scanRun is plainRun, with the vector scan when vector is set.
 func scanRun(s string, i int, vector bool) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080

@@ -269,6 +269,10 @@ func TestStrLongRuns(t *testing.T) {
 	}
 }
 
+// plainRun8 is plainRun eight bytes at a time throughout: the reference
+// the vector scan is tested against.
+func plainRun8(s string, i int) int { return scanRun(s, i, false) }
+
 // TestSpecialAVX2: the vector scan stops at the first quote, backslash or
 // control byte from any start, for every byte value at every place of a
 // block and a second one after it in the same block, or, finding none,
